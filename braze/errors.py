@@ -1,0 +1,61 @@
+"""Typed errors: everything a user can get wrong raises one of these.
+
+Each error says what went wrong, names the culprit (file, ONNX node, op,
+input, pass) and, where there is one, what to do about it. The CLI prints
+``error: <message>`` and exits non-zero; it never shows a traceback for a
+``BrazeError``.
+"""
+
+from __future__ import annotations
+
+
+class BrazeError(Exception):
+    """Base class of every error braze raises on purpose."""
+
+
+class ModelLoadError(BrazeError):
+    """A model file is missing, unreadable, truncated or not ONNX."""
+
+
+class OnnxImportError(BrazeError):
+    """An ONNX graph cannot be imported (a node, a shape, an attribute)."""
+
+
+class UnsupportedOpError(OnnxImportError):
+    """One or more ONNX op types have no converter.
+
+    ``ops`` maps each unsupported op type to the node names that use it.
+    """
+
+    def __init__(self, ops: dict[str, list[str]]):
+        self.ops = ops
+        lines = []
+        for op_type in sorted(ops):
+            names = ops[op_type]
+            shown = ", ".join(names[:5]) + (f", ... ({len(names)} nodes)" if len(names) > 5 else "")
+            lines.append(f"  {op_type}: {shown}")
+        super().__init__(
+            f"{len(ops)} unsupported ONNX op type(s):\n" + "\n".join(lines)
+            + "\n`braze ops` lists the supported op types."
+        )
+
+
+class DynamicShapeError(OnnxImportError):
+    """A dimension is not known at compile time."""
+
+
+class ParseError(BrazeError):
+    """IR text is malformed. Carries the 1-based line and column."""
+
+    def __init__(self, message: str, line: int, column: int, filename: str = "<text>"):
+        self.line, self.column, self.filename = line, column, filename
+        self.reason = message
+        super().__init__(f"{filename}:{line}:{column}: {message}")
+
+
+class VerifyError(BrazeError):
+    """An IR module breaks an op's contract (types, attributes, operands)."""
+
+
+class PassError(BrazeError):
+    """An unknown pass, a malformed pipeline, or a bad pass option."""

@@ -1,0 +1,3 @@
+"""Converters, one module per op family. Importing registers them all."""
+
+from . import math, nn, reduce, tensor  # noqa: F401

@@ -1,0 +1,3 @@
+"""ONNX nn converters."""
+
+from ..registry import converter  # noqa: F401

@@ -1,0 +1,3 @@
+"""ONNX reduce converters."""
+
+from ..registry import converter  # noqa: F401

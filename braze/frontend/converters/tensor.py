@@ -1,0 +1,3 @@
+"""ONNX tensor converters."""
+
+from ..registry import converter  # noqa: F401

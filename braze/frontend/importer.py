@@ -1,0 +1,291 @@
+"""ONNX -> braze IR. The only module (with ``converters/``) that imports onnx.
+
+Steps: load the file, bind the user's input shapes, run onnx's shape
+inference, refuse unsupported ops all at once, then convert node by node
+in topological order with the converter table, and verify the result.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import numpy_helper
+
+from ..errors import BrazeError, DynamicShapeError, ModelLoadError, OnnxImportError, UnsupportedOpError
+from ..ir import Block, Builder, Func, Module, Operation, TensorType, Value, verify
+from .context import ConversionContext
+from .registry import find_converter
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def load_model(source) -> onnx.ModelProto:
+    """A ModelProto from a path, bytes or a ModelProto; typed errors name the file."""
+    if isinstance(source, onnx.ModelProto):
+        copy = onnx.ModelProto()
+        copy.CopyFrom(source)  # binding input shapes edits the graph
+        return copy
+    if isinstance(source, (bytes, bytearray)):
+        return _parse_bytes(bytes(source), "<bytes>")
+    path = os.fspath(source)
+    if not os.path.exists(path):
+        raise ModelLoadError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise ModelLoadError(f"{path}: is a directory, not an ONNX file")
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        raise ModelLoadError(f"{path}: cannot read ({e.strerror})") from None
+    model = _parse_bytes(data, path)
+    try:  # weights stored beside the model (external data)
+        onnx.load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+    except (OSError, ValueError) as e:
+        raise ModelLoadError(f"{path}: cannot load its external weights ({e})") from None
+    return model
+
+
+def _parse_bytes(data: bytes, name: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except (DecodeError, ValueError, RuntimeError) as e:
+        raise ModelLoadError(f"{name}: not a readable ONNX model (truncated or corrupt: {e})") from None
+    if not model.HasField("graph") or not model.graph.node and not model.graph.output:
+        raise ModelLoadError(f"{name}: not an ONNX model (no graph found)")
+    return model
+
+
+def parse_shape_bindings(specs) -> dict[str, tuple[int, ...]]:
+    """``["x=1x3x224x224", ...]`` or a dict -> {name: shape}."""
+    if specs is None:
+        return {}
+    if isinstance(specs, dict):
+        return {k: tuple(int(d) for d in v) for k, v in specs.items()}
+    out = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition("=")
+        if not sep or not name or not re.fullmatch(r"\d+(x\d+)*|", dims):
+            raise OnnxImportError(f"--input-shape '{spec}': expected NAME=1x3x224x224")
+        out[name] = tuple(int(d) for d in dims.split("x")) if dims else ()
+    return out
+
+
+def import_onnx(source, input_shapes=None) -> Module:
+    """Import an ONNX model (path, bytes or ModelProto) into a verified Module."""
+    model = load_model(source)
+    return Importer(model, parse_shape_bindings(input_shapes)).run()
+
+
+class Importer:
+    def __init__(self, model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]):
+        self.model = model
+        self.graph = model.graph
+        self.input_shapes = input_shapes
+        self.opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), 1)
+        self.values: dict[str, Value] = {}
+        self.initializers = {t.name: t for t in self.graph.initializer}
+
+    def run(self) -> Module:
+        self.check_ops()
+        inputs = self.graph_inputs()
+        self.shape_inference()
+        module = Module()
+        body = Block([t for _, t in inputs], [n for n, _ in inputs])
+        for (name, _), arg in zip(inputs, body.args):
+            self.values[name] = arg
+        func = Func("main", body, [o.name for o in self.graph.output])
+        module.funcs.append(func)
+        builder = Builder(module, body)
+        ctx = ConversionContext(module, builder, self.opset)
+        for node, name in self.sorted_nodes():
+            self.convert(ctx, node, name)
+        outputs = [self.lookup(ctx, o.name) for o in self.graph.output]
+        body.append(Operation("func.return", outputs, []))
+        try:
+            return verify(module)
+        except BrazeError as e:  # a converter produced bad IR: a braze bug, but say where
+            raise OnnxImportError(f"imported IR does not verify: {e}") from None
+
+    # --- checks before converting ----------------------------------------------------
+    def check_ops(self) -> None:
+        missing: dict[str, list[str]] = {}
+        for i, node in enumerate(self.graph.node):
+            key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+            if node.domain not in DEFAULT_DOMAINS or find_converter(node.op_type, self.opset) is None:
+                missing.setdefault(key, []).append(node_name(node, i))
+        if missing:
+            raise UnsupportedOpError(missing)
+
+    def graph_inputs(self) -> list[tuple[str, TensorType]]:
+        unknown = set(self.input_shapes) - {i.name for i in self.graph.input}
+        if unknown:
+            raise OnnxImportError(f"--input-shape names no graph input: {', '.join(sorted(unknown))} "
+                                  f"(inputs: {', '.join(i.name for i in self.graph.input)})")
+        out = []
+        for inp in self.graph.input:
+            if inp.name in self.initializers:
+                continue  # IR version 3 lists weights as inputs too
+            tt = inp.type.tensor_type
+            if not inp.type.HasField("tensor_type"):
+                raise OnnxImportError(f"graph input '{inp.name}' is not a tensor (sequences and maps are unsupported)")
+            dtype = onnx_dtype(tt.elem_type, f"graph input '{inp.name}'")
+            if inp.name in self.input_shapes:
+                shape = self.input_shapes[inp.name]
+                if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
+                    raise OnnxImportError(f"--input-shape {inp.name}: the input has rank {len(tt.shape.dim)}, "
+                                          f"got {len(shape)} dimensions")
+            else:
+                shape = self.static_shape(inp)
+            self.set_input_shape(inp, shape)
+            out.append((inp.name, TensorType(shape, dtype)))
+        return out
+
+    def static_shape(self, inp) -> tuple[int, ...]:
+        tt = inp.type.tensor_type
+        if not tt.HasField("shape"):
+            raise DynamicShapeError(f"graph input '{inp.name}' has no shape; bind it with "
+                                    f"--input-shape {inp.name}=1x3x224x224")
+        dims = []
+        for i, d in enumerate(tt.shape.dim):
+            if d.HasField("dim_value") and d.dim_value > 0 or d.HasField("dim_value") and d.dim_value == 0:
+                dims.append(d.dim_value)
+            else:
+                label = f"'{d.dim_param}'" if d.dim_param else "unnamed"
+                raise DynamicShapeError(
+                    f"graph input '{inp.name}' dimension {i} ({label}) is dynamic; bind it with "
+                    f"--input-shape {inp.name}=" + "x".join(
+                        str(x.dim_value) if x.HasField("dim_value") else "N" for x in tt.shape.dim))
+        return tuple(dims)
+
+    @staticmethod
+    def set_input_shape(inp, shape) -> None:
+        tt = inp.type.tensor_type
+        tt.shape.ClearField("dim")
+        for d in shape:
+            tt.shape.dim.add().dim_value = d
+
+    def shape_inference(self) -> None:
+        """Run onnx's shape inference; keep its output types for cross-checks."""
+        try:
+            inferred = onnx.shape_inference.infer_shapes(self.model, strict_mode=False, data_prop=True)
+        except Exception as e:  # onnx raises several types; any of them means a broken model
+            raise OnnxImportError(f"onnx shape inference rejects the model: {e}") from None
+        self.onnx_types: dict[str, tuple] = {}
+        for vi in list(inferred.graph.value_info) + list(inferred.graph.output):
+            tt = vi.type.tensor_type
+            if vi.type.HasField("tensor_type") and tt.HasField("shape"):
+                dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+                self.onnx_types[vi.name] = dims
+
+    def sorted_nodes(self):
+        """Nodes in topological order (ONNX requires it, but not every file obeys)."""
+        nodes = [(n, node_name(n, i)) for i, n in enumerate(self.graph.node)]
+        available = {i.name for i in self.graph.input} | set(self.initializers) | {""}
+        done, order, pending = set(), [], list(range(len(nodes)))
+        while pending:
+            progress = []
+            for i in pending:
+                if all(x in available for x in nodes[i][0].input):
+                    order.append(nodes[i])
+                    available.update(nodes[i][0].output)
+                    progress.append(i)
+            if not progress:
+                n, name = nodes[pending[0]]
+                missing = [x for x in n.input if x not in available]
+                raise OnnxImportError(f"node {name} ({n.op_type}) uses {', '.join(missing)}, "
+                                      "which no node, input or initializer produces (or the graph has a cycle)")
+            done.update(progress)
+            pending = [i for i in pending if i not in done]
+        return order
+
+    # --- converting ---------------------------------------------------------------------
+    def lookup(self, ctx: ConversionContext, name: str) -> Value | None:
+        if name == "":
+            return None
+        if name not in self.values:
+            t = self.initializers.get(name)
+            if t is None:
+                raise OnnxImportError(f"tensor '{name}' is used but never defined")
+            try:
+                data = numpy_helper.to_array(t)
+            except Exception as e:
+                raise OnnxImportError(f"initializer '{name}' cannot be read: {e}") from None
+            onnx_dtype(t.data_type, f"initializer '{name}'")
+            self.values[name] = ctx.builder.const(data, name, None)
+        return self.values[name]
+
+    def convert(self, ctx: ConversionContext, node, name: str) -> None:
+        ctx.node_name, ctx.op_type = name, node.op_type
+        fn = find_converter(node.op_type, self.opset)
+        inputs = [self.lookup(ctx, x) for x in node.input]
+        ctx.inputs = list(zip(node.input, inputs))
+        attrs = {a.name: attribute_value(a, ctx) for a in node.attribute}
+        try:
+            result = fn(ctx, *inputs, **attrs)
+        except TypeError as e:
+            if "argument" not in str(e):
+                raise
+            raise ctx.error(f"unexpected inputs or attributes: {e}") from None
+        results = list(result) if isinstance(result, (list, tuple)) else [result]
+        outputs = [o for o in node.output]
+        if len(results) < len([o for o in outputs if o]):
+            raise ctx.error(f"produces {len(outputs)} outputs but braze converts only {len(results)}")
+        for out_name, value in zip(outputs, results):
+            if not out_name:
+                continue
+            self.check_type(ctx, out_name, value)
+            self.values[out_name] = value
+
+    def check_type(self, ctx, name: str, value: Value) -> None:
+        dims = self.onnx_types.get(name)
+        if dims is None or None in dims:
+            return
+        if tuple(dims) != value.type.shape:
+            raise ctx.error(f"output '{name}' has shape {list(value.type.shape)} in braze but "
+                            f"{list(dims)} by onnx shape inference")
+
+
+def node_name(node, index: int) -> str:
+    """The node's name, or a stable synthetic one: ``OpType_<index>``."""
+    return node.name or f"{node.op_type}_{index}"
+
+
+_ONNX_DTYPES = {
+    onnx.TensorProto.FLOAT: "f32", onnx.TensorProto.FLOAT16: "f16", onnx.TensorProto.DOUBLE: "f64",
+    onnx.TensorProto.BFLOAT16: "bf16", onnx.TensorProto.BOOL: "i1",
+    onnx.TensorProto.INT8: "i8", onnx.TensorProto.INT16: "i16", onnx.TensorProto.INT32: "i32",
+    onnx.TensorProto.INT64: "i64", onnx.TensorProto.UINT8: "ui8", onnx.TensorProto.UINT16: "ui16",
+    onnx.TensorProto.UINT32: "ui32", onnx.TensorProto.UINT64: "ui64",
+}
+
+
+def onnx_dtype(elem_type: int, what: str) -> str:
+    if elem_type not in _ONNX_DTYPES:
+        name = onnx.TensorProto.DataType.Name(elem_type) if elem_type in onnx.TensorProto.DataType.values() else elem_type
+        raise OnnxImportError(f"{what} has element type {name}, which braze does not support")
+    return _ONNX_DTYPES[elem_type]
+
+
+def attribute_value(a, ctx: ConversionContext):
+    """An ONNX attribute as a Python value: ints -> tuple, tensor -> ndarray."""
+    A = onnx.AttributeProto
+    if a.type == A.INT:
+        return a.i
+    if a.type == A.FLOAT:
+        return a.f
+    if a.type == A.STRING:
+        return a.s.decode("utf-8", "replace")
+    if a.type == A.INTS:
+        return tuple(a.ints)
+    if a.type == A.FLOATS:
+        return tuple(a.floats)
+    if a.type == A.STRINGS:
+        return tuple(s.decode("utf-8", "replace") for s in a.strings)
+    if a.type == A.TENSOR:
+        return numpy_helper.to_array(a.t)
+    if a.type in (A.GRAPH, A.GRAPHS):
+        raise ctx.error(f"attribute '{a.name}' holds a subgraph; control flow is not supported")
+    raise ctx.error(f"attribute '{a.name}' has an unsupported type {A.AttributeType.Name(a.type)}")

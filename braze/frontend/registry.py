@@ -1,0 +1,51 @@
+"""The converter table: one function per ONNX op type and opset range.
+
+A converter takes the conversion context, the node's inputs as IR values
+(None for an omitted optional input) and the node's ONNX attributes as
+keyword arguments, and returns the IR value(s) of the node's outputs::
+
+    @converter("LeakyRelu")
+    def leaky_relu(ctx, X, *, alpha=0.01):
+        return ctx.op("math.leaky_relu", [X], alpha=alpha)
+
+``since`` picks the converter by opset: for a model at opset 17 the
+converter with the highest ``since`` <= 17 applies.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+# op type -> sorted list of (since_version, converter)
+CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
+
+
+def converter(*op_types: str, since: int = 1):
+    def decorate(fn: Callable) -> Callable:
+        for op_type in op_types:
+            table = CONVERTERS.setdefault(op_type, [])
+            if any(s == since for s, _ in table):
+                raise AssertionError(f"two converters for {op_type} since opset {since}")
+            table.append((since, fn))
+            table.sort(key=lambda e: e[0])
+        return fn
+
+    return decorate
+
+
+def find_converter(op_type: str, opset: int) -> Callable | None:
+    _load()
+    best = None
+    for since, fn in CONVERTERS.get(op_type, []):
+        if since <= opset:
+            best = fn
+    return best
+
+
+def supported_op_types() -> list[str]:
+    _load()
+    return sorted(CONVERTERS)
+
+
+def _load() -> None:
+    from . import converters  # noqa: F401  (registers every converter)

@@ -1,0 +1,53 @@
+"""A reference interpreter: runs a module with each op's numpy reference.
+
+Slow and simple on purpose: it is the oracle that converters and passes are
+tested against (next to onnxruntime), never the way models are run.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import BrazeError
+from .builder import const_array
+from .core import Block, Module
+from .registry import lookup
+
+
+def interpret(module: Module, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    func = module.main
+    env: dict[int, np.ndarray] = {}
+    for arg in func.args:
+        if arg.name not in inputs:
+            raise BrazeError(f"interpret: missing input '{arg.name}'")
+        env[id(arg)] = np.asarray(inputs[arg.name], dtype=arg.type.np_dtype)
+    _run_block(func.body, env, module)
+    return {name: env[id(v)] for name, v in zip(func.result_names, func.outputs)}
+
+
+def _run_block(block: Block, env: dict, module: Module) -> list[np.ndarray]:
+    for op in block.ops:
+        if op.name in ("func.return", "fuse.yield"):
+            return [env[id(v)] for v in op.operands]
+        args = [env[id(v)] for v in op.operands]
+        if op.name == "const":
+            out = [const_array(op, module)]
+            if out[0] is None:
+                raise BrazeError(f"interpret: weights of {op.attributes['value']} are not loaded")
+        elif op.name == "fuse.group":
+            inner = op.regions[0].blocks[0]
+            env.update({id(a): x for a, x in zip(inner.args, args)})
+            out = _run_block(inner, env, module)
+        else:
+            opdef = lookup(op.name)
+            if not opdef.has_reference:
+                raise BrazeError(f"interpret: '{op.name}' has no numpy reference")
+            with np.errstate(all="ignore"):
+                out = opdef.run_reference(args, [v.type for v in op.operands], op.attributes)
+        for r, a in zip(op.results, out):
+            a = np.asarray(a)
+            if a.shape != r.type.shape or a.dtype != r.type.np_dtype:
+                raise BrazeError(f"interpret: {op.name} at {op.loc} returned {a.dtype}{list(a.shape)}, "
+                                 f"expected {r.type}")
+            env[id(r)] = a
+    return []

@@ -1,0 +1,1 @@
+"""reduce ops (filled in below)."""

@@ -1,0 +1,1 @@
+"""tensor ops (filled in below)."""

@@ -2,8 +2,9 @@
 
 File format (``tests/golden/**/*.mlir``)::
 
-    // RUN: canonicalize,dce          <- a pass pipeline, or `import` (input is
-    <input text>                          ONNX text syntax), or `roundtrip`
+    // RUN: canonicalize,dce          <- a pass pipeline, `roundtrip`, or `import`
+    <input text>                          (input in ONNX text syntax), optionally
+                                          followed by `| PIPELINE`
     // CHECK:
     <the exact expected IR text>
     // -----                          <- next case; a case may have its own RUN
@@ -72,19 +73,20 @@ def run_case(case: Case) -> str:
     """The IR text the case's RUN produces from its input."""
     from braze.ir import parse_module, print_module, verify
 
-    if case.run == "import":
+    source, _, pipeline = (s.strip() for s in case.run.partition("|"))
+    if source == "import":
         import onnx
 
         from braze.frontend import import_onnx
 
-        model = onnx.parser.parse_model(case.input)
-        return print_module(import_onnx(model))
-    module = verify(parse_module(case.input, str(case.path)))
-    if case.run == "roundtrip":
-        return print_module(module)
-    from braze.passes import PassManager
+        module = import_onnx(onnx.parser.parse_model(case.input))
+    else:
+        module = verify(parse_module(case.input, str(case.path)))
+        pipeline = "" if source == "roundtrip" else source
+    if pipeline:
+        from braze.passes import PassManager
 
-    PassManager.parse(case.run).run(module)
+        PassManager.parse(pipeline).run(module)
     return print_module(module)
 
 

@@ -92,6 +92,7 @@ class Parser:
             raise self.error("malformed string escape", m.start()) from None
 
     def type(self) -> TensorType:
+        self.skip()
         start = self.pos
         m = self.match(_TENSOR, "a tensor type such as tensor<1x3xf32>")
         if m.group(2) not in DTYPES:

@@ -149,15 +149,15 @@ class Printer:
         operands = ", ".join(namer[v] for v in op.operands)
         text = f'{indent}{head}"{op.name}"({operands})'
         if op.regions:
-            self.lines.append(text + " (")
-            for ri, region in enumerate(op.regions):
-                self.lines.append(indent + "{")
+            opener = text + " ({"
+            for region in op.regions:
+                self.lines.append(opener)
                 for bi, block in enumerate(region.blocks):
                     args = ", ".join(f"{namer.numbered(a)}: {a.type}" for a in block.args)
                     self.lines.append(f"{indent}^bb{bi}({args}):")
                     self.block_ops(block, indent + "  ")
-                self.lines.append(indent + "}" + ("," if ri + 1 < len(op.regions) else ""))
-            text = indent + ")"
+                opener = indent + "}, {"
+            text = indent + "})"
         if op.attributes:
             text += " " + format_attr_dict(op.attributes)
         in_types = "(" + ", ".join(str(v.type) for v in op.operands) + ")"

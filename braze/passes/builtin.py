@@ -1,0 +1,3 @@
+"""The built-in passes; importing this module registers them."""
+
+from . import canonicalize, cse, dce  # noqa: F401

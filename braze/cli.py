@@ -95,6 +95,11 @@ def cmd_ops(args) -> int:
     from .ir import all_ops
 
     onnx_ops, ir_ops = supported_op_types(), all_ops()
+    if args.markdown:
+        from .ir.doc import op_table_markdown
+
+        print(op_table_markdown())
+        return 0
     if args.json:
         print(json.dumps({"onnx": onnx_ops, "ir": list(ir_ops)}, indent=2))
         return 0
@@ -168,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(fn=cmd_opt)
 
     s = sub.add_parser("ops", help="supported ONNX op types and IR ops")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help='{"onnx": [...], "ir": [...]}')
+    s.add_argument("--markdown", action="store_true", help="the IR op reference table of docs/ir.md")
     s.set_defaults(fn=cmd_ops)
 
     s = sub.add_parser("passes", help="list the registered passes")

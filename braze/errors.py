@@ -59,3 +59,16 @@ class VerifyError(BrazeError):
 
 class PassError(BrazeError):
     """An unknown pass, a malformed pipeline, or a bad pass option."""
+
+
+class CodegenError(BrazeError):
+    """A kernel cannot be lowered or built by TVM."""
+
+
+class ArtifactError(BrazeError):
+    """An artifact is missing, corrupt, or was built for another version or target."""
+
+
+class InputError(BrazeError):
+    """Inputs given at run time do not match the model's (name, shape, dtype)."""
+

@@ -3,4 +3,10 @@
 from .importer import import_onnx, load_model, parse_shape_bindings
 from .registry import supported_op_types
 
-__all__ = ["import_onnx", "load_model", "parse_shape_bindings", "supported_op_types"]
+
+def onnx_version() -> str:
+    import onnx
+
+    return onnx.__version__
+
+__all__ = ["import_onnx", "load_model", "parse_shape_bindings", "onnx_version", "supported_op_types"]

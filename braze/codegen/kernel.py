@@ -1,0 +1,116 @@
+"""Kernels: the units codegen turns into one TVM PrimFunc each.
+
+A kernel is an ordered list of IR ops with the values it reads (``params``,
+which become PrimFunc inputs) and the values it produces for the rest of the
+graph (``results``). At level 0 every op is its own kernel; a ``fuse.group``
+is one kernel made of its region's ops. Composing the members' TE computes
+into one TE graph is what makes a group one kernel.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from tvm import te
+
+from ..errors import CodegenError
+from ..ir import Func, Operation, Value
+from ..ir.registry import Kind, lookup
+from .registry import find_lowering, wants_types
+
+#: IR element type -> TVM dtype.
+TVM_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i1": "bool",
+              "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "ui8": "uint8",
+              "ui16": "uint16", "ui32": "uint32", "ui64": "uint64"}
+
+# The kind that names a kernel: the heaviest member decides.
+_KIND_RANK = [Kind.OPAQUE, Kind.ANCHOR, Kind.REDUCE, Kind.INJECTIVE, Kind.BROADCAST, Kind.ELEMWISE]
+
+
+@dataclass
+class Kernel:
+    name: str
+    ops: list[Operation]
+    params: list[Value]  # values the kernel reads, in PrimFunc argument order
+    args: list[Value]  # the values passed at the call site (params seen from outside)
+    results: list[Value]  # values computed inside, in PrimFunc output order
+    returns: list[Value]  # the values they define outside
+    rule: str = ""
+    nodes: list[str] = field(default_factory=list)  # ONNX node names of the members
+
+    @property
+    def kind(self) -> Kind:
+        kinds = {lookup(op.name).kind for op in self.ops}
+        return next((k for k in _KIND_RANK if k in kinds), Kind.ELEMWISE)
+
+    @property
+    def op_types(self) -> list[str]:
+        return [op.name for op in self.ops]
+
+
+def _symbol(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", text).strip("_")[:48] or "k"
+
+
+def partition(func: Func) -> list[Kernel]:
+    """The kernels of a function, in execution order."""
+    kernels: list[Kernel] = []
+    for op in func.body.ops:
+        if op.name in ("const", "func.return"):
+            continue
+        index = len(kernels)
+        if op.name == "fuse.group":
+            block = op.regions[0].blocks[0]
+            members = [o for o in block.ops if o.name != "fuse.yield"]
+            name = f"k{index}_{_symbol(op.attributes['name'])}"
+            kernels.append(Kernel(name, members, list(block.args), list(op.operands),
+                                  list(block.terminator.operands), list(op.results),
+                                  rule=op.attributes.get("rule", ""),
+                                  nodes=[o.loc.name for o in members if o.loc]))
+            continue
+        params = list(dict.fromkeys(op.operands))  # an operand used twice is one argument
+        label = op.loc.name if op.loc else op.name
+        kernels.append(Kernel(f"k{index}_{_symbol(label)}", [op], params, params, list(op.results),
+                              list(op.results), nodes=[op.loc.name] if op.loc else []))
+    return kernels
+
+
+def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
+    """The kernel's TE graph: (placeholders, outputs)."""
+    env: dict[int, te.Tensor] = {}
+    placeholders = []
+    for i, v in enumerate(kernel.params):
+        ph = te.placeholder(v.type.shape, TVM_DTYPES[v.type.dtype], name=f"p{i}")
+        env[id(v)] = ph
+        placeholders.append(ph)
+    for op in kernel.ops:
+        fn = find_lowering(op.name)
+        where = f"{op.loc}: " if op.loc else ""
+        if fn is None:
+            raise CodegenError(f"{where}'{op.name}' has no TVM lowering")
+        attrs = lookup(op.name).normalize_attrs(op.attributes)
+        if wants_types(op.name):
+            attrs["out_types"] = [r.type for r in op.results]
+        out = fn(*[env[id(v)] for v in op.operands], **attrs)
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        for r, t in zip(op.results, outs):
+            shape = tuple(int(d) for d in t.shape)
+            if shape != r.type.shape or t.dtype != TVM_DTYPES[r.type.dtype]:
+                raise CodegenError(f"{where}lowering of '{op.name}' gives {t.dtype}{list(shape)}, "
+                                   f"expected {r.type}")
+            env[id(r)] = t
+    outputs, seen = [], set()
+    for v in kernel.results:
+        t = env[id(v)]
+        # A PrimFunc output must be computed here, and only once.
+        if isinstance(t.op, te.PlaceholderOp) or id(t) in seen:
+            t = te.compute(t.shape, lambda *i, t=t: t(*i), name="copy")
+        seen.add(id(t))
+        outputs.append(t)
+    return placeholders, outputs
+
+
+def primfunc(kernel: Kernel):
+    placeholders, outputs = compute(kernel)
+    return te.create_prim_func(placeholders + outputs).with_attr("global_symbol", kernel.name)

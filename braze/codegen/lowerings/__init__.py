@@ -1,0 +1,3 @@
+"""Lowerings, one module per op family. Importing registers them all."""
+
+from . import math, nn, reduce, tensor  # noqa: F401

@@ -1,0 +1,66 @@
+"""``braze.compile``: ONNX model -> Artifact, the steps in order."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from . import __version__
+from .ir import print_module
+from .passes import PassManager
+from .runtime.artifact import FORMAT, Artifact, tvm_version
+from .targets import get_target
+
+#: What every compile runs before codegen.
+PREPARE = "canonicalize,cse,dce"
+
+
+def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int | None = None,
+            progress=None) -> Artifact:
+    """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
+
+    ``level`` is the fusion level (0: one kernel per op); ``input_shapes``
+    binds dynamic input dimensions; ``threads`` the CPU threads to run with.
+    ``progress(message)`` is called at each step.
+    """
+    from .codegen import build
+    from .frontend import import_onnx, onnx_version
+
+    say = progress or (lambda message: None)
+    tgt = get_target(target, threads)
+    started = time.perf_counter()
+    say("importing")
+    module = import_onnx(model, input_shapes)
+    pm = PassManager.parse(PREPARE)
+    say(f"running {pm}")
+    pm.run(module)
+    say("building kernels with TVM")
+    compiled = build(module, tgt)
+    func = module.main
+    manifest = {
+        "format": FORMAT,
+        "braze": __version__,
+        "tvm": tvm_version(),
+        "onnx": onnx_version(),
+        "model": _model_name(model),
+        "target": tgt.to_dict(),
+        "threads": threads,
+        "level": level,
+        "pipeline": str(pm),
+        "inputs": [_spec(n, a.type) for n, a in zip([a.name for a in func.args], func.args)],
+        "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
+        "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule}
+                    for k in compiled.kernels],
+        "compile_seconds": round(time.perf_counter() - started, 3),
+    }
+    return Artifact(manifest, print_module(module), executable=compiled.executable)
+
+
+def _spec(name: str, ty) -> dict:
+    return {"name": name, "shape": list(ty.shape), "dtype": str(ty.np_dtype)}
+
+
+def _model_name(model) -> str:
+    if isinstance(model, (str, os.PathLike)):
+        return os.path.basename(os.fspath(model))
+    return getattr(getattr(model, "graph", None), "name", "") or "model"

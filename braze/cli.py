@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections import Counter
 
 from . import __version__
@@ -120,6 +121,119 @@ def cmd_passes(args) -> int:
     return 0
 
 
+def _progress(enabled: bool):
+    """Progress lines on stderr, with the time since the start."""
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        if enabled:
+            print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+def compile_from_args(args):
+    from .compiler import compile as braze_compile
+
+    return braze_compile(args.model, target=args.target, level=args.level, input_shapes=args.input_shape,
+                         threads=getattr(args, "threads", None), progress=_progress(not args.quiet))
+
+
+def cmd_compile(args) -> int:
+    artifact = compile_from_args(args)
+    path = artifact.save(args.output)
+    m = artifact.manifest
+    print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")
+    return 0
+
+
+def _inputs_for(args, specs):
+    from .measure import load_inputs, random_inputs
+
+    return load_inputs(args.inputs) if args.inputs else random_inputs(specs)
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from .measure import load_inputs
+    from .runtime import load
+
+    artifact = load(args.artifact)
+    outputs = artifact.run(load_inputs(args.inputs))
+    if args.output:
+        np.savez(args.output, **outputs)
+        print(f"wrote {args.output}: {', '.join(outputs)}")
+    else:
+        for name, value in outputs.items():
+            print(f"{name}: {value.dtype}{list(value.shape)}  min {value.min():.6g}  max {value.max():.6g}")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from .measure import compare, run_onnxruntime
+
+    artifact = compile_from_args(args)
+    inputs = _inputs_for(args, artifact.inputs)
+    rows = compare(artifact.run(inputs), run_onnxruntime(args.model, inputs))
+    ok = all(r.max_rel <= args.tolerance for r in rows)
+    if args.json:
+        print(json.dumps({"ok": ok, "tolerance": args.tolerance, "outputs": [r.to_dict() for r in rows]}, indent=2))
+    else:
+        print(f"{'output':<24} {'max abs':>12} {'max rel':>12}")
+        for r in rows:
+            flag = "" if r.max_rel <= args.tolerance else "  FAIL"
+            print(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}{flag}")
+        print(f"{'ok' if ok else 'FAILED'}: tolerance {args.tolerance:g} relative to each output's scale")
+    return 0 if ok else 2
+
+
+def cmd_bench(args) -> int:
+    import tempfile
+
+    from .measure import bench
+    from .runtime import load
+
+    if args.model.endswith(".onnx"):
+        artifact = compile_from_args(args)
+        tmp = tempfile.mkdtemp(prefix="braze-bench-")
+        path, onnx_path = artifact.save(os.path.join(tmp, "model.braze")), args.model
+    else:
+        artifact, path = load(args.model), args.model
+        onnx_path = args.onnx
+        if not onnx_path:
+            raise BrazeError("benchmarking an artifact needs the ONNX model to compare with: --onnx MODEL.onnx")
+    threads = args.threads or os.cpu_count()
+    r = bench(path, onnx_path, _inputs_for(args, artifact.inputs), threads, repeat=args.repeat)
+    if args.json:
+        print(json.dumps(r.to_dict(), indent=2))
+    else:
+        print(f"{'':<12} {'median ms':>10}")
+        print(f"{'braze':<12} {r.braze_ms:10.3f}")
+        print(f"{'onnxruntime':<12} {r.onnxruntime_ms:10.3f}")
+        print(f"ratio braze/onnxruntime {r.ratio:.3f} ({threads} threads, {r.repeat} runs each; < 1 is faster)")
+    return 0
+
+
+def cmd_profile(args) -> int:
+    from .measure import profile
+    from .runtime import load
+
+    artifact = load(args.artifact)
+    rows = profile(artifact, _inputs_for(args, artifact.inputs), repeat=args.repeat)
+    kinds = {k["name"]: k for k in artifact.kernels}
+    total = sum(t for _, t in rows) or 1e-12
+    if args.json:
+        print(json.dumps([{"kernel": n, "ms": t, "ops": kinds[n]["ops"], "nodes": kinds[n]["nodes"]}
+                          for n, t in rows], indent=2))
+        return 0
+    print(f"{'ms':>9} {'share':>6}  kernel")
+    for name, t in sorted(rows, key=lambda r: -r[1])[: args.top]:
+        print(f"{t:9.3f} {100 * t / total:5.1f}%  {name}  [{', '.join(kinds[name]['ops'])}]")
+    print(f"{total:9.3f} 100.0%  total over {len(rows)} kernels")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .frontend import import_onnx
     from .passes import PassManager
@@ -171,6 +285,49 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass to stderr")
     s.add_argument("--timing", action="store_true", help="print time per pass to stderr")
     s.set_defaults(fn=cmd_opt)
+
+    def compile_options(s):
+        s.add_argument("model", help="ONNX file")
+        s.add_argument("--target", default="cpu", help="target descriptor (default: the host cpu)")
+        s.add_argument("--level", type=int, default=0, choices=range(0, 4), help="fusion level (default 0)")
+        s.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
+                       help="bind a graph input's shape (repeatable)")
+        s.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+        s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+
+    s = sub.add_parser("compile", help="ONNX model -> artifact folder")
+    compile_options(s)
+    s.add_argument("-o", "--output", required=True, help="artifact folder, e.g. model.braze")
+    s.set_defaults(fn=cmd_compile)
+
+    s = sub.add_parser("run", help="run an artifact on inputs from an .npz")
+    s.add_argument("artifact")
+    s.add_argument("--inputs", required=True, help=".npz with one array per input name")
+    s.add_argument("-o", "--output", help="write the outputs to this .npz")
+    s.set_defaults(fn=cmd_run)
+
+    s = sub.add_parser("verify", help="compile and compare with onnxruntime")
+    compile_options(s)
+    s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |output|max)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_verify)
+
+    s = sub.add_parser("bench", help="braze vs onnxruntime latency, same inputs and threads")
+    compile_options(s)
+    s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
+    s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--repeat", type=int, default=20, help="timed runs per side (default 20)")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_bench)
+
+    s = sub.add_parser("profile", help="time per kernel of an artifact")
+    s.add_argument("artifact")
+    s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--repeat", type=int, default=5)
+    s.add_argument("--top", type=int, default=25, help="show the N slowest kernels")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_profile)
 
     s = sub.add_parser("ops", help="supported ONNX op types and IR ops")
     s.add_argument("--json", action="store_true", help='{"onnx": [...], "ir": [...]}')

@@ -161,15 +161,16 @@ def scale_into_anchor(op, rw):
     name = anchor.loc.name if anchor.loc else "w"
     if anchor.name == "nn.conv":
         w_new = w * s.reshape((-1,) + (1,) * (w.ndim - 1))
-        operands = [anchor.operands[0], rw.const(w_new.astype(w.dtype), f"{name}.weight")]
+        operands = [anchor.operands[0], rw.const(w_new.astype(w.dtype), f"{name}.weight", anchor.loc)]
         if len(anchor.operands) > 2:
             b = rw.value(anchor.operands[2])
             if b is None:
                 return None
-            operands.append(rw.const((b * s).astype(b.dtype), f"{name}.bias"))
-        return [rw.create("nn.conv", operands, **anchor.attributes)]
+            operands.append(rw.const((b * s).astype(b.dtype), f"{name}.bias", anchor.loc))
+        return [rw.create("nn.conv", operands, loc=anchor.loc, **anchor.attributes)]
     w_new = (w * s.reshape(1, -1)).astype(w.dtype)
-    return [rw.create("nn.matmul", [anchor.operands[0], rw.const(w_new, f"{name}.weight")], **anchor.attributes)]
+    weight = rw.const(w_new, f"{name}.weight", anchor.loc)
+    return [rw.create("nn.matmul", [anchor.operands[0], weight], loc=anchor.loc, **anchor.attributes)]
 
 
 @pattern("math.add")
@@ -188,8 +189,8 @@ def shift_into_conv_bias(op, rw):
     old = rw.value(conv.operands[2]) if len(conv.operands) > 2 else np.zeros_like(t)
     if old is None:
         return None
-    bias = rw.const((old + t).astype(t.dtype), f"{conv.loc.name if conv.loc else 'conv'}.bias")
-    return [rw.create("nn.conv", [conv.operands[0], conv.operands[1], bias], **conv.attributes)]
+    bias = rw.const((old + t).astype(t.dtype), f"{conv.loc.name if conv.loc else 'conv'}.bias", conv.loc)
+    return [rw.create("nn.conv", [conv.operands[0], conv.operands[1], bias], loc=conv.loc, **conv.attributes)]
 
 
 def _reassociate(outer_name: str, combine):

@@ -52,8 +52,9 @@ class Rewriter:
     def value(self, v: Value) -> np.ndarray | None:
         return constant_value(v, self.module)
 
-    def create(self, name: str, operands: list[Value], **attrs) -> Value:
-        return self.builder.value(name, operands, attrs, loc=self.op.loc)
+    def create(self, name: str, operands: list[Value], loc: Location | None = None, **attrs) -> Value:
+        """A new op before the root, located at ``loc`` (default: the root's)."""
+        return self.builder.value(name, operands, attrs, loc=loc or self.op.loc)
 
     def const(self, array: np.ndarray, hint: str | None = None, loc: Location | None = None) -> Value:
         return self.builder.const(array, hint, loc or self.op.loc)

@@ -9,6 +9,13 @@ func.func @main(%x: tensor<2xf32>) -> (tensor<2xf32> {name = "y"}) {
   "func.return"(%2) : (tensor<2xf32>) -> ()
 }
 // CHECK:
+func.func @main(%x: tensor<2xf32>) -> (tensor<2xf32> {name = "y"}) {
+  %a = "const"() {value = dense<[1.0, 2.0]>} : () -> tensor<2xf32>
+  %0 = "math.add"(%x, %a) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  %1 = "math.mul"(%0, %0) : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  "func.return"(%1) : (tensor<2xf32>) -> ()
+}
+
 // -----
 // RUN: dce
 // Unused ops and constants go; used ones stay.
@@ -20,3 +27,8 @@ func.func @main(%x: tensor<2xf32>) -> (tensor<2xf32> {name = "y"}) {
   "func.return"(%2) : (tensor<2xf32>) -> ()
 }
 // CHECK:
+func.func @main(%x: tensor<2xf32>) -> (tensor<2xf32> {name = "y"}) {
+  %0 = "math.relu"(%x) : (tensor<2xf32>) -> tensor<2xf32>
+  "func.return"(%0) : (tensor<2xf32>) -> ()
+}
+

@@ -1,0 +1,54 @@
+"""ONNX activation converters whose behaviour depends on attributes or inputs.
+
+The attribute-free activations (Relu, Sigmoid, HardSwish, ...) are table
+entries in ``math.py``.
+"""
+
+from __future__ import annotations
+
+from ..registry import converter
+
+
+@converter("LeakyRelu")
+def leaky_relu(ctx, X, *, alpha=0.01):
+    return ctx.op("math.leaky_relu", [X], alpha=alpha)
+
+
+@converter("Elu")
+def elu(ctx, X, *, alpha=1.0):
+    return ctx.op("math.elu", [X], alpha=alpha)
+
+
+@converter("Selu")
+def selu(ctx, X, *, alpha=1.67326319217681884765625, gamma=1.05070102214813232421875):
+    return ctx.op("math.selu", [X], alpha=alpha, gamma=gamma)
+
+
+@converter("HardSigmoid")
+def hard_sigmoid(ctx, X, *, alpha=0.2, beta=0.5):
+    return ctx.op("math.hard_sigmoid", [X], alpha=alpha, beta=beta)
+
+
+@converter("Gelu", since=20)
+def gelu(ctx, X, *, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise ctx.error(f"approximate='{approximate}' is not an ONNX Gelu mode; use 'none' or 'tanh'")
+    return ctx.op("math.gelu", [X], approximate=approximate)
+
+
+@converter("PRelu")
+def prelu(ctx, X, slope):
+    return ctx.op("math.prelu", [X, slope])
+
+
+@converter("Clip", since=1)
+def clip_attributes(ctx, input, *, min=float("-inf"), max=float("inf")):  # noqa: A002
+    return ctx.op("math.clip", [input], min=min, max=max)
+
+
+@converter("Clip", since=11)
+def clip(ctx, input, min=None, max=None):  # noqa: A002  (ONNX's input names)
+    """Since opset 11 the bounds are inputs; braze needs them at compile time."""
+    low = ctx.scalar(min, float("-inf"), "'min'")
+    high = ctx.scalar(max, float("inf"), "'max'")
+    return ctx.op("math.clip", [input], min=float(low), max=float(high))

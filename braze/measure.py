@@ -1,0 +1,218 @@
+"""Checking and timing an artifact against onnxruntime.
+
+- ``verify``: the same inputs through braze and onnxruntime, per output the
+  max absolute error and that error relative to the output's scale
+  (``max|ref|``, at least 1).
+- ``bench``: braze and onnxruntime each in a worker process of its own
+  (TVM's idle workers spin and would steal cores from a neighbour in the same
+  process), same input and thread count, rounds interleaved, medians compared.
+- ``profile``: time per kernel, from the VM's call instrumentation.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import statistics
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import BrazeError
+
+
+def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
+    """Inputs for a model's input specs: N(0,1) floats, ints and bools in {0, 1}
+    (safe as token ids, masks and segment ids)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for s in specs:
+        dtype = np.dtype(s["dtype"])
+        if dtype.kind == "f":
+            out[s["name"]] = rng.standard_normal(s["shape"]).astype(dtype)
+        elif dtype.kind == "b":
+            out[s["name"]] = rng.random(s["shape"]) > 0.5
+        else:
+            out[s["name"]] = rng.integers(0, 2, s["shape"]).astype(dtype)
+    return out
+
+
+def load_inputs(path: str) -> dict[str, np.ndarray]:
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except FileNotFoundError:
+        raise BrazeError(f"{path}: no such inputs file") from None
+    except Exception as e:
+        raise BrazeError(f"{path}: not an .npz of named arrays ({e})") from None
+
+
+def ort_session(model, threads: int | None):
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
+    if not isinstance(data, bytes):
+        with open(data, "rb") as f:
+            data = f.read()
+    return ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+
+
+# --- verify -----------------------------------------------------------------------------------
+@dataclass
+class OutputError:
+    name: str
+    max_abs: float
+    max_rel: float
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "max_abs": self.max_abs, "max_rel": self.max_rel}
+
+
+def compare(ours: dict, ref: dict) -> list[OutputError]:
+    rows = []
+    for name, expected in ref.items():
+        got = ours[name]
+        if got.shape != expected.shape:
+            raise BrazeError(f"output '{name}': braze gives shape {list(got.shape)}, onnxruntime {list(expected.shape)}")
+        diff = np.abs(got.astype(np.float64) - expected.astype(np.float64))
+        diff = np.where(np.isnan(got) & np.isnan(expected), 0, diff) if expected.dtype.kind == "f" else diff
+        max_abs = float(diff.max()) if diff.size else 0.0
+        scale = max(1.0, float(np.abs(expected).max())) if expected.size else 1.0
+        rows.append(OutputError(name, max_abs, max_abs / scale))
+    return rows
+
+
+def run_onnxruntime(model, inputs: dict, threads: int | None = None) -> dict[str, np.ndarray]:
+    sess = ort_session(model, threads)
+    names = [o.name for o in sess.get_outputs()]
+    return dict(zip(names, sess.run(names, inputs)))
+
+
+# --- bench ------------------------------------------------------------------------------------------
+def _worker(kind: str, source, threads: int, inputs: dict, conn) -> None:
+    """Runs in its own process: load, then time on request until told to stop."""
+    try:
+        if kind == "braze":
+            import os
+
+            os.environ["TVM_NUM_THREADS"] = str(threads)
+            from .runtime import load
+
+            artifact = load(source)
+            arrays = artifact.check_inputs(inputs)
+            import tvm
+
+            args = [tvm.runtime.tensor(a) for a in arrays]
+            fn = artifact.vm["main"]
+            run = lambda: fn(*args)  # noqa: E731
+        else:
+            sess = ort_session(source, threads)
+            run = lambda: sess.run(None, inputs)  # noqa: E731
+        run()
+        conn.send(("ready", None))
+        while True:
+            n = conn.recv()
+            if n is None:
+                return
+            times = []
+            for _ in range(n):
+                t0 = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - t0)
+            conn.send(("times", times))
+    except BaseException as e:  # report, never hang the parent
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+@dataclass
+class BenchResult:
+    braze_ms: float
+    onnxruntime_ms: float
+    threads: int
+    repeat: int
+
+    @property
+    def ratio(self) -> float:
+        return self.braze_ms / self.onnxruntime_ms
+
+    def to_dict(self) -> dict:
+        return {"braze_ms": self.braze_ms, "onnxruntime_ms": self.onnxruntime_ms, "ratio": self.ratio,
+                "threads": self.threads, "repeat": self.repeat}
+
+
+def bench(artifact_path: str, onnx_path: str, inputs: dict, threads: int, repeat: int = 10,
+          warmup: int = 2, rounds: int = 5) -> BenchResult:
+    """Median latency of braze and onnxruntime, interleaved in rounds."""
+    ctx = mp.get_context("spawn")
+    workers = {}
+    try:
+        for kind, source in (("braze", artifact_path), ("onnxruntime", onnx_path)):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_worker, args=(kind, source, threads, inputs, child), daemon=True)
+            proc.start()
+            workers[kind] = (proc, parent)
+        for kind, (_, conn) in workers.items():
+            _expect(conn, "ready", kind)
+        times = {k: [] for k in workers}
+        per_round = max(1, -(-repeat // rounds))
+        for r in range(rounds + 1):
+            for kind, (_, conn) in workers.items():
+                conn.send(per_round if r else warmup)
+                got = _expect(conn, "times", kind)
+                if r:
+                    times[kind] += got
+                time.sleep(0.05)  # let spinning pool threads settle before the other side runs
+        return BenchResult(1e3 * statistics.median(times["braze"]), 1e3 * statistics.median(times["onnxruntime"]),
+                           threads, len(times["braze"]))
+    finally:
+        for proc, conn in workers.values():
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+
+
+def _expect(conn, tag: str, kind: str):
+    got, payload = conn.recv()
+    if got == "error":
+        raise BrazeError(f"{kind} benchmark worker failed: {payload}")
+    return payload
+
+
+# --- profile -------------------------------------------------------------------------------------------
+def profile(artifact, inputs: dict, repeat: int = 5) -> list[tuple[str, float]]:
+    """(kernel, median ms) for every kernel call, in execution order."""
+    import tvm
+
+    arrays = [tvm.runtime.tensor(a) for a in artifact.check_inputs(inputs)]
+    vm = artifact.vm
+    samples: dict[str, list[float]] = {}
+    order: list[str] = []
+    start = {}
+
+    def instrument(func, symbol, before, ret, *args):
+        if before:
+            start[symbol] = time.perf_counter()
+        else:
+            if symbol not in samples:
+                samples[symbol] = []
+                order.append(symbol)
+            samples[symbol].append(time.perf_counter() - start[symbol])
+        return 0
+
+    vm["main"](*arrays)  # warm-up
+    vm.set_instrument(tvm.runtime.convert(instrument) if hasattr(tvm.runtime, "convert") else instrument)
+    try:
+        for _ in range(repeat):
+            vm["main"](*arrays)
+    finally:
+        vm.set_instrument(None)
+    names = {k["name"] for k in artifact.kernels}
+    return [(s, 1e3 * statistics.median(samples[s])) for s in order if s in names]

@@ -97,9 +97,10 @@ def cmd_ops(args) -> int:
 
     onnx_ops, ir_ops = supported_op_types(), all_ops()
     if args.markdown:
+        from .frontend.registry import onnx_table_markdown
         from .ir.doc import op_table_markdown
 
-        print(op_table_markdown())
+        print(op_table_markdown() + "\n\n" + onnx_table_markdown())
         return 0
     if args.json:
         print(json.dumps({"onnx": onnx_ops, "ir": list(ir_ops)}, indent=2))

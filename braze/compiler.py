@@ -8,6 +8,7 @@ import time
 from . import __version__
 from .ir import print_module
 from .passes import PassManager
+from .runtime import cache as runtime_cache
 from .runtime.artifact import FORMAT, Artifact, tvm_version
 from .targets import get_target
 
@@ -16,12 +17,13 @@ PREPARE = "canonicalize,cse,dce"
 
 
 def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int | None = None,
-            progress=None) -> Artifact:
+            progress=None, cache_dir: str | None = None) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op); ``input_shapes``
     binds dynamic input dimensions; ``threads`` the CPU threads to run with.
-    ``progress(message)`` is called at each step.
+    ``progress(message)`` is called at each step. With ``cache_dir`` (or
+    ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
     """
     from .codegen import build
     from .frontend import import_onnx, onnx_version
@@ -34,6 +36,15 @@ def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int
     pm = PassManager.parse(PREPARE)
     say(f"running {pm}")
     pm.run(module)
+    ir_text = print_module(module)
+    cache = runtime_cache.cache_dir(cache_dir)
+    if cache:
+        settings = {"target": tgt.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version()}
+        key = runtime_cache.cache_key(ir_text, module.blobs, settings)
+        hit = runtime_cache.lookup(cache, key)
+        if hit is not None:
+            say("reusing a cached build")
+            return hit
     say("building kernels with TVM")
     compiled = build(module, tgt)
     func = module.main
@@ -53,7 +64,10 @@ def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int
                     for k in compiled.kernels],
         "compile_seconds": round(time.perf_counter() - started, 3),
     }
-    return Artifact(manifest, print_module(module), executable=compiled.executable)
+    artifact = Artifact(manifest, ir_text, executable=compiled.executable)
+    if cache:
+        runtime_cache.store(cache, key, artifact)
+    return artifact
 
 
 def _spec(name: str, ty) -> dict:

@@ -49,3 +49,17 @@ def supported_op_types() -> list[str]:
 
 def _load() -> None:
     from . import converters  # noqa: F401  (registers every converter)
+
+
+ONNX_BEGIN = "<!-- BEGIN ONNX TABLE (generated: braze ops --markdown) -->"
+ONNX_END = "<!-- END ONNX TABLE -->"
+
+
+def onnx_table_markdown() -> str:
+    """The supported ONNX op types with the opsets where their converter changes."""
+    _load()
+    lines = [ONNX_BEGIN, "", "| ONNX op type | converters from opset |", "|---|---|"]
+    for op_type in sorted(CONVERTERS):
+        lines.append(f"| `{op_type}` | {', '.join(str(since) for since, _ in CONVERTERS[op_type])} |")
+    lines += ["", ONNX_END]
+    return "\n".join(lines)

@@ -18,6 +18,7 @@ class ConversionContext:
         self.node_name = ""
         self.op_type = ""
         self.inputs: list[tuple[str, Value | None]] = []  # the node's (ONNX name, value)
+        self.outputs: list[str] = []  # the node's output names ("" for an omitted one)
 
     @property
     def loc(self) -> Location:

@@ -222,6 +222,7 @@ class Importer:
         fn = find_converter(node.op_type, self.opset)
         inputs = [self.lookup(ctx, x) for x in node.input]
         ctx.inputs = list(zip(node.input, inputs))
+        ctx.outputs = list(node.output)
         attrs = {a.name: attribute_value(a, ctx) for a in node.attribute}
         try:
             result = fn(ctx, *inputs, **attrs)
@@ -240,8 +241,12 @@ class Importer:
             self.values[out_name] = value
 
     def check_type(self, ctx, name: str, value: Value) -> None:
+        """Cross-check braze's inferred shape with onnx's. braze's converters
+        follow onnxruntime where onnx's shape inference differs from it (e.g.
+        pooling with ceil_mode), so a mismatch is fatal only in strict mode
+        (``BRAZE_STRICT_SHAPES=1``, which the test suite sets)."""
         dims = self.onnx_types.get(name)
-        if dims is None or None in dims:
+        if dims is None or None in dims or os.environ.get("BRAZE_STRICT_SHAPES") != "1":
             return
         if tuple(dims) != value.type.shape:
             raise ctx.error(f"output '{name}' has shape {list(value.type.shape)} in braze but "

@@ -1,3 +1,5 @@
 """Lowerings, one module per op family. Importing registers them all."""
 
 from . import math, nn, reduce, tensor  # noqa: F401
+from . import activation  # noqa: F401
+from . import conv, norm, pool  # noqa: F401

@@ -1,3 +1,3 @@
 """Converters, one module per op family. Importing registers them all."""
 
-from . import math, nn, reduce, tensor  # noqa: F401
+from . import activation, constant, conv, gather, math, nn, reduce, resize, tensor  # noqa: F401

@@ -1,3 +1,134 @@
-"""ONNX nn converters."""
+"""ONNX nn converters: MatMul, Gemm, Softmax, LogSoftmax, the normalizations,
+LRN, Einsum, TopK and CumSum. (Convolutions and pooling: conv.py.)"""
 
-from ..registry import converter  # noqa: F401
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..registry import converter
+from .reduce import onnx_axis
+
+
+def refuse_extra_outputs(ctx, what: str) -> None:
+    """braze produces only an op's first output (never training statistics
+    or indices); fail early when the node asks for more."""
+    if any(ctx.outputs[1:]):
+        raise ctx.error(f"the {what} output is not supported; only the first output is "
+                        "(drop the others from the node)")
+
+
+@converter("MatMul")
+def matmul(ctx, A, B):
+    return ctx.op("nn.matmul", [A, B])
+
+
+@converter("Gemm")
+def gemm(ctx, A, B, C=None, *, alpha=1.0, beta=1.0, transA=0, transB=0, broadcast=0):
+    """alpha * A' @ B' + beta * C, with only the terms that change the result."""
+    # `broadcast` (opsets < 7) allowed a broadcasting C; math.add broadcasts anyway
+    if A.type.rank != 2 or B.type.rank != 2:
+        raise ctx.error(f"needs 2-D A and B, got {A.type} and {B.type}")
+    if transA:
+        A = ctx.op("tensor.transpose", [A], perm=(1, 0))
+    if transB:
+        B = ctx.op("tensor.transpose", [B], perm=(1, 0))
+    y = ctx.op("nn.matmul", [A, B])
+    if alpha != 1:
+        y = ctx.op("math.mul", [y, ctx.const(np.array(alpha, y.type.np_dtype))])
+    if C is not None:
+        if beta != 1:
+            C = ctx.op("math.mul", [C, ctx.const(np.array(beta, C.type.np_dtype))])
+        y = ctx.op("math.add", [y, C])
+    return y
+
+
+def _softmax_2d(op: str):
+    """Before opset 13, Softmax views x as 2-D, (dims before axis) x (the
+    rest), and normalizes each row."""
+    def convert(ctx, x, *, axis=1):
+        shape, axis = x.type.shape, onnx_axis(ctx, axis, x.type.rank)
+        if axis == len(shape) - 1:
+            return ctx.op(op, [x], axis=axis)
+        rows = ctx.op("tensor.reshape", [x], shape=(math.prod(shape[:axis]), math.prod(shape[axis:])))
+        return ctx.op("tensor.reshape", [ctx.op(op, [rows], axis=1)], shape=shape)
+    return convert
+
+
+def _softmax(op: str):
+    def convert(ctx, x, *, axis=-1):
+        return ctx.op(op, [x], axis=onnx_axis(ctx, axis, x.type.rank))
+    return convert
+
+
+for _onnx, _ir in {"Softmax": "nn.softmax", "LogSoftmax": "nn.log_softmax"}.items():
+    converter(_onnx)(_softmax_2d(_ir))
+    converter(_onnx, since=13)(_softmax(_ir))
+
+
+@converter("LayerNormalization", since=17)
+def layer_normalization(ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_type=1):
+    if stash_type != 1:
+        raise ctx.error(f"stash_type={stash_type} is not supported; braze keeps the statistics in "
+                        "float32 (stash_type=1)")
+    refuse_extra_outputs(ctx, "Mean/InvStdDev")
+    return ctx.op("nn.layer_norm", [v for v in (X, Scale, B) if v is not None],
+                  axis=onnx_axis(ctx, axis, X.type.rank), epsilon=epsilon)
+
+
+@converter("BatchNormalization")
+def batch_normalization_1(ctx, X, scale, B, mean, var, *, epsilon=1e-5, momentum=0.9, spatial=1, is_test=0,
+                          consumed_inputs=None):
+    # is_test and consumed_inputs (opsets < 7) only matter for training
+    if spatial != 1:
+        raise ctx.error("spatial=0 (per-activation statistics) is not supported; only spatial=1")
+    refuse_extra_outputs(ctx, "mean/var (training)")
+    return ctx.op("nn.batch_norm", [X, scale, B, mean, var], epsilon=epsilon)
+
+
+@converter("BatchNormalization", since=9)
+def batch_normalization(ctx, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
+                        training_mode=0):
+    if training_mode:
+        raise ctx.error("training_mode=1 is not supported; braze compiles inference graphs "
+                        "(export the model in eval mode)")
+    refuse_extra_outputs(ctx, "running mean/var (training)")
+    return ctx.op("nn.batch_norm", [X, scale, B, input_mean, input_var], epsilon=epsilon)
+
+
+@converter("InstanceNormalization")
+def instance_normalization(ctx, x, scale, B, *, epsilon=1e-5):
+    return ctx.op("nn.instance_norm", [x, scale, B], epsilon=epsilon)
+
+
+@converter("LRN")
+def lrn(ctx, X, *, size, alpha=1e-4, beta=0.75, bias=1.0):
+    return ctx.op("nn.lrn", [X], size=size, alpha=alpha, beta=beta, bias=bias)
+
+
+@converter("Einsum", since=12)
+def einsum(ctx, *Inputs, equation):
+    return ctx.op("nn.einsum", list(Inputs), equation=equation.replace(" ", ""))
+
+
+def _topk(ctx, X, k, axis, largest=1, sorted=1):
+    return ctx.ops("nn.topk", [X], k=int(k), axis=onnx_axis(ctx, axis, X.type.rank), largest=bool(largest),
+                   sorted=bool(sorted))
+
+
+@converter("TopK")
+def topk_1(ctx, X, *, k, axis=-1):
+    return _topk(ctx, X, k, axis)
+
+
+@converter("TopK", since=10)
+def topk(ctx, X, K, *, axis=-1, largest=1, sorted=1):
+    # K became an input at opset 10; largest and sorted arrived at 11
+    return _topk(ctx, X, ctx.scalar(K, what="'K'"), axis, largest, sorted)
+
+
+@converter("CumSum", since=11)
+def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
+    axis = onnx_axis(ctx, ctx.scalar(axis, what="'axis'"), x.type.rank)
+    return ctx.op("nn.cumsum", [x], axis=axis, exclusive=bool(exclusive), reverse=bool(reverse))

@@ -1,0 +1,76 @@
+"""Lowerings of the convolutions: ``nn.conv`` and ``nn.conv_transpose``.
+
+Both are N-d (1-D to 3-D), NC + spatial, with ONNX's ``pads`` order (all
+begins, then all ends), which TOPI's generic ``topi.nn.conv`` takes as is.
+16-bit floats accumulate in float32.
+"""
+
+from tvm import te, tirx, topi
+
+from ..registry import lowering
+from .reduce import cast, dtype
+
+#: data layout of topi.nn.conv per number of spatial dims
+_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+
+
+def _accumulator(x: te.Tensor) -> str:
+    return "float32" if dtype(x) in ("float16", "bfloat16") else dtype(x)
+
+
+def _add_bias(y: te.Tensor, bias: te.Tensor | None) -> te.Tensor:
+    """y + bias over channel dim 1."""
+    if bias is None:
+        return y
+    return te.compute(y.shape, lambda n, c, *s: y[(n, c, *s)] + bias[c].astype(y.dtype), name="bias_add")
+
+
+@lowering("nn.conv")
+def conv(x, w, bias=None, *, strides, pads, dilations, group):
+    nd = len(x.shape) - 2
+    y = topi.nn.conv(x, w, list(strides), list(pads), list(dilations), group, _LAYOUTS[nd],
+                     out_dtype=_accumulator(x))
+    return cast(_add_bias(y, bias), dtype(x))
+
+
+@lowering("nn.conv_transpose")
+def conv_transpose(x, w, bias=None, *, strides, pads, dilations, group, output_padding, out_types):
+    """A stride-1 convolution of the input spread out by ``strides`` (zeros
+    between the elements, framed for the crop that ``pads`` makes) with the
+    flipped kernel, transposed to the (M, C/group, *kernel) layout."""
+    out = out_types[0].shape[2:]
+    spread = _spread(x, w, strides, pads, dilations, out)
+    y = topi.nn.conv(spread, _flip_kernel(w, group), 1, 0, list(dilations), group, _LAYOUTS[len(out)],
+                     out_dtype=_accumulator(x))
+    return cast(_add_bias(y, bias), dtype(x))
+
+
+def _spread(x, w, strides, pads, dilations, out):
+    """Input spread over the frame a stride-1 correlation reads for ``out``:
+    position q holds x[i] where q = i*stride + (k-1)*dilation - pad_begin
+    (zero elsewhere). Output padding is the frame's zero tail."""
+    spatial, kernel = [int(d) for d in x.shape[2:]], [int(d) for d in w.shape[2:]]
+    nd = len(spatial)
+    shift = [(k - 1) * d - p for k, d, p in zip(kernel, dilations, pads[:nd])]
+    frame = [o + (k - 1) * d for o, k, d in zip(out, kernel, dilations)]
+
+    def at(n, c, *q):
+        pos = [qi - sh for qi, sh in zip(q, shift)]  # stride * input index
+        index = [tirx.indexdiv(p, s) for p, s in zip(pos, strides)]
+        inside = [tirx.all(p >= 0, tirx.indexmod(p, s) == 0, i < size)
+                  for p, s, i, size in zip(pos, strides, index, spatial)]
+        return tirx.if_then_else(tirx.all(*inside), x[(n, c, *index)], tirx.const(0, x.dtype))
+
+    return te.compute((*x.shape[:2], *frame), at, name="spread")
+
+
+def _flip_kernel(w, group):
+    """(C, M/group, *k) -> (M, C/group, *k), each tap mirrored."""
+    c, mg, *kernel = (int(d) for d in w.shape)
+    cg = c // group
+
+    def at(m, ci, *t):
+        mirrored = [k - 1 - ti for k, ti in zip(kernel, t)]
+        return w[(m // mg * cg + ci, m % mg, *mirrored)]
+
+    return te.compute((mg * group, cg, *kernel), at, name="flip_kernel")

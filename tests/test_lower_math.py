@@ -1,0 +1,185 @@
+"""Numerics of the math and activation lowerings: braze.compile vs onnxruntime.
+
+Float inputs mix normal values with NaN, ±inf, ±0 and halves (rounding ties),
+so NaN propagation and rounding modes are checked everywhere; integer inputs
+are negative too, so division and remainder show their sign conventions.
+"""
+
+import numpy as np
+import onnx
+import pytest
+
+from braze.codegen import build
+from braze.compiler import _spec, compile as braze_compile
+from braze.ir import parse_module
+from braze.ir.interpret import interpret
+from braze.runtime.artifact import Artifact
+from braze.targets import get_target
+from onnx_check import parse, run_ort
+
+SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5]
+
+
+def model(signature: str, body: str, opset: int) -> str:
+    return f'<ir_version: 10, opset_import: ["" : {opset}]> g {signature} {{ {body} }}'
+
+
+def unary(op, dtype="float", out=None, opset=17, kind="", tol=None):
+    sig = f"({dtype}[4,6] x) => ({out or dtype}[4,6] y)"
+    return pytest.param(sig, f"y = {op}(x)", opset, kind, tol, id=f"{op}-{dtype}" + (f"-{out}" if out else ""))
+
+
+def binary(op, dtype="float", out=None, opset=17, kind="", tol=None):
+    # [3,1,8] with [4,8]: every binary op is also a broadcast
+    sig = f"({dtype}[3,1,8] a, {dtype}[4,8] b) => ({out or dtype}[3,4,8] y)"
+    return pytest.param(sig, f"y = {op}(a, b)", opset, kind, tol, id=f"{op}-{dtype}")
+
+
+def inputs(onnx_model: onnx.ModelProto, kind: str, seed: int = 0) -> dict[str, np.ndarray]:
+    """kind: 'finite' (no NaN/inf), 'noinf', 'nonzero' (no zero in b), 'small' (ints in [-1, 3])."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for inp in onnx_model.graph.input:
+        tt = inp.type.tensor_type
+        shape = [d.dim_value for d in tt.shape.dim]
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)
+        if dtype == np.bool_:
+            x = rng.random(shape) > 0.5
+        elif np.issubdtype(dtype, np.integer):
+            low, high = (-1, 4) if kind == "small" else (-9, 10)
+            x = rng.integers(max(low, np.iinfo(dtype).min), high, shape).astype(dtype)
+            if kind == "nonzero" and inp.name == "b":
+                x[x == 0] = 1
+        else:
+            x = (rng.standard_normal(shape) * 3).astype(dtype)
+            if kind != "finite":
+                flat = x.reshape(-1)
+                positions = rng.permutation(flat.size)
+                specials = [v for v in SPECIALS if kind != "noinf" or not np.isinf(v)][:flat.size]
+                flat[positions[:len(specials)]] = np.array(specials, dtype)
+        feeds[inp.name] = x
+    return feeds
+
+
+def check(text: str, kind: str = "", tol=None, seed: int = 0):
+    onnx_model = parse(text)
+    feeds = inputs(onnx_model, kind, seed)
+    got = braze_compile(onnx_model).run(feeds)
+    for name, expected in run_ort(onnx_model, feeds).items():
+        assert got[name].dtype == expected.dtype and got[name].shape == expected.shape, name
+        if np.issubdtype(expected.dtype, np.floating):
+            t = tol or (1e-3 if expected.dtype == np.float16 else 1e-5)
+            np.testing.assert_allclose(got[name], expected, rtol=t, atol=t, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got[name], expected, err_msg=name)
+
+
+MATH = [
+    # binary arithmetic
+    binary("Add"), binary("Add", "int64"), binary("Sub"), binary("Sub", "int32"), binary("Mul"),
+    binary("Mul", "int32"), binary("Div"), binary("Div", "int32", kind="nonzero"),
+    binary("Div", "int64", kind="nonzero"), binary("Add", "float16"), binary("Div", "double"),
+    binary("Pow"), binary("Pow", "int32", kind="small"), binary("Pow", "int64", kind="small"),
+    binary("Mod<fmod=0>", "int32", kind="nonzero"), binary("Mod<fmod=1>", "int32", kind="nonzero"),
+    binary("Mod<fmod=0>", "int64", kind="nonzero"), binary("Mod<fmod=1>"),
+    binary("Min", opset=13), binary("Max", opset=13), binary("Min", "int32", opset=13),
+    binary("Max", "int64", opset=13), binary("Max", "float16", opset=13),
+    # comparisons and logic
+    binary("Equal", out="bool"), binary("Equal", "int64", "bool", kind="small"),
+    binary("Equal", "bool", "bool"), binary("Greater", out="bool"), binary("Less", "int32", "bool", kind="small"),
+    binary("GreaterOrEqual", out="bool"), binary("LessOrEqual", "int64", "bool", kind="small"),
+    binary("And", "bool"), binary("Or", "bool"), binary("Xor", "bool"), unary("Not", "bool"),
+    # unary
+    unary("Neg"), unary("Neg", "int32"), unary("Abs"), unary("Abs", "int64"), unary("Sign"),
+    unary("Sign", "int32"), unary("Sqrt"), unary("Reciprocal"), unary("Exp"), unary("Log"), unary("Sin"),
+    unary("Cos"), unary("Tanh"), unary("Erf"), unary("Sigmoid"), unary("Floor"), unary("Ceil"), unary("Round"),
+    unary("Exp", "float16"), unary("Erf", "float16"), unary("Tanh", "double"), unary("Sigmoid", "double"),
+    unary("IsNaN", out="bool"), unary("IsInf", out="bool"), unary("IsInf<detect_negative=0>", out="bool"),
+    unary("IsInf<detect_positive=0>", out="bool"),
+    # cast: float to int truncates toward zero (finite values: out-of-range and NaN are undefined)
+    unary("Cast<to=6>", out="int32", kind="finite"), unary("Cast<to=7>", out="int64", kind="finite"),
+    unary("Cast<to=9>", out="bool"), unary("Cast<to=10>", out="float16"), unary("Cast<to=1>", "int64", "float"),
+    unary("Cast<to=1>", "bool", "float"), unary("Cast<to=2>", "int32", "uint8"), unary("Cast<to=9>", "int32", "bool"),
+    unary("Cast<to=1>", "float16", "float"), unary("Cast<to=11>", out="double"),
+]
+
+ACTIVATION = [
+    unary("Relu"), unary("Relu", "int32", opset=14), unary("LeakyRelu"), unary("LeakyRelu<alpha=0.3>"),
+    unary("Elu<alpha=0.5>"), unary("Selu"), unary("Selu<alpha=1.5, gamma=2.0>"), unary("HardSigmoid"),
+    unary("HardSigmoid<alpha=0.4, beta=0.3>"), unary("HardSwish", opset=14), unary("Softplus"),
+    unary("Softsign"), unary("Gelu", opset=20), unary('Gelu<approximate="tanh">', opset=20),
+    unary("Clip<min=-0.5, max=1.5>", opset=10), unary("Clip<max=0.0>", opset=10, kind="noinf"),
+    unary("Elu", "float16"), unary("Gelu", "float16", opset=20), unary("HardSigmoid", "float16"),
+]
+
+
+@pytest.mark.parametrize("signature, body, opset, kind, tol", MATH + ACTIVATION)
+def test_op(signature, body, opset, kind, tol):
+    check(model(signature, body, opset), kind, tol)
+
+
+def test_where_three_way_broadcast():
+    check(model("(bool[2,1,4] c, float[3,1] a, float[4] b) => (float[2,3,4] y)", "y = Where(c, a, b)", 16))
+
+
+@pytest.mark.parametrize("dtype", ["float", "int32", "int64"])
+def test_clip_inputs(dtype):
+    # the bounds are inputs since opset 11; integer clips hit, and tie with, both bounds
+    signature = f"({dtype}[4,6] x) => ({dtype}[4,6] y) <{dtype} lo = {{-2}}, {dtype} hi = {{3}}>"
+    check(model(signature, "y = Clip(x, lo, hi)", 13))
+
+
+@pytest.mark.parametrize("slope", ["3,1,1", "1", "5", "2,3,4,5"])
+def test_prelu(slope):
+    check(model(f"(float[2,3,4,5] x, float[{slope}] slope) => (float[2,3,4,5] y)", "y = PRelu(x, slope)", 16))
+
+
+def test_same_operand_twice():
+    # TVM folds x - x to 0 and x == x to true; with NaN and inf both are wrong.
+    check(model("(float[4,6] x) => (float[4,6] d, bool[4,6] e, bool[4,6] g, float[4,6] m)",
+                "d = Sub(x, x) e = Equal(x, x) g = GreaterOrEqual(x, x) m = Min(x, x)", 13))
+
+
+def test_erf_precision():
+    # erf is the BERT activation: it must be accurate to float32 rounding
+    x = np.linspace(-6, 6, 2401, dtype=np.float32)
+    text = model("(float[2401] x) => (float[2401] y, float[2401] t)", "y = Erf(x) t = Tanh(x)", 17)
+    got = braze_compile(parse(text)).run({"x": x})
+    expected = run_ort(parse(text), {"x": x})
+    for name in ("y", "t"):
+        np.testing.assert_allclose(got[name], expected[name], rtol=1e-6, atol=1e-7, err_msg=name)
+
+
+# --- cases onnxruntime cannot express: against the IR's numpy references ---------------------------------
+def run_ir(text: str, feeds: dict) -> dict:
+    module = parse_module(text)
+    func = module.main
+    manifest = {"threads": None, "inputs": [_spec(a.name, a.type) for a in func.args],
+                "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)]}
+    return Artifact(manifest, text, executable=build(module, get_target("cpu")).executable).run(feeds)
+
+
+IR_CASES = """
+func.func @main(%a: tensor<3x4xf32>, %b: tensor<4xf32>, %p: tensor<3x4xi1>, %q: tensor<4xi1>) -> (
+    tensor<3x4xf32> {name = "mod"}, tensor<3x4xi1> {name = "gt"}, tensor<3x4xi1> {name = "le"},
+    tensor<3x4xi1> {name = "inf"}) {
+  %0 = "math.mod"(%a, %b) {fmod = false} : (tensor<3x4xf32>, tensor<4xf32>) -> tensor<3x4xf32>
+  %1 = "math.greater"(%p, %q) : (tensor<3x4xi1>, tensor<4xi1>) -> tensor<3x4xi1>
+  %2 = "math.less_equal"(%p, %q) : (tensor<3x4xi1>, tensor<4xi1>) -> tensor<3x4xi1>
+  %3 = "math.isinf"(%a) {detect_negative = false, detect_positive = false} : (tensor<3x4xf32>) -> tensor<3x4xi1>
+  "func.return"(%0, %1, %2, %3) : (tensor<3x4xf32>, tensor<3x4xi1>, tensor<3x4xi1>, tensor<3x4xi1>) -> ()
+}
+"""
+
+
+def test_ir_only_cases():
+    # float mod with Python's sign convention (ONNX leaves fmod=0 undefined on floats), i1 orderings
+    rng = np.random.default_rng(0)
+    feeds = {"a": np.array([[5.5, -5.5, 4.0, -4.0], [np.nan, np.inf, 0.0, -0.0], [1e7, -3.0, 7.25, 2.0]],
+                           np.float32),
+             "b": np.array([2.0, 2.0, -2.0, -2.0], np.float32),
+             "p": rng.random((3, 4)) > 0.5, "q": np.array([True, False, True, False])}
+    got = run_ir(IR_CASES, feeds)
+    expected = interpret(parse_module(IR_CASES), feeds)
+    for name, want in expected.items():
+        np.testing.assert_array_equal(got[name], want, err_msg=name)

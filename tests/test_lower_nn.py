@@ -1,0 +1,128 @@
+"""Numerics of the nn and normalization lowerings: compiled with TVM vs
+onnxruntime. Convolutions and pooling: test_lower_conv.py. Each test
+compiles one model of several nodes (one kernel each at level 0)."""
+
+import numpy as np
+import pytest
+
+from compiled_check import check_compiled, graph
+from onnx_check import parse, random_inputs
+
+
+def _nodes(op: str, operand_types: list[list[str]], attrs: list[str] | None = None):
+    """(signature, nodes, outputs) of one ``op`` node per operand list."""
+    inputs, nodes, outputs = [], [], []
+    for i, types in enumerate(operand_types):
+        names = [f"x{i}_{j}" for j in range(len(types))]
+        inputs += [f"{t} {n}" for t, n in zip(types, names)]
+        nodes.append(f"y{i} = {op} {attrs[i] if attrs else ''} ({', '.join(names)})")
+        outputs.append(f"y{i}")
+    return ", ".join(inputs), nodes, outputs
+
+
+MATMUL_CASES = [
+    ["float[3,4]", "float[4,5]"],
+    ["float[4]", "float[4,5]"],
+    ["float[2,3,4]", "float[4]"],
+    ["float[4]", "float[4]"],
+    ["float[2,1,3,4]", "float[5,4,6]"],
+    ["float[2,8,16]", "float[16,8]"],  # a shared 2-D weight
+    ["float[1,3,8,4]", "float[1,3,4,8]"],  # attention scores
+    ["float[4,3]", "float[1,2,3,5]"],
+]
+
+
+def test_matmul():
+    check_compiled(graph(*_nodes("MatMul", MATMUL_CASES)))
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "double"])
+def test_matmul_dtypes(dtype):
+    check_compiled(graph(*_nodes("MatMul", [[f"{dtype}[2,3]", f"{dtype}[3,2]"], [f"{dtype}[2,2,3]", f"{dtype}[3]"]])))
+
+
+def test_matmul_model_shapes():
+    """BERT-base's projections and attention products, batch 1, short sequence."""
+    check_compiled(graph(*_nodes("MatMul", [["float[1,32,768]", "float[768,768]"],
+                                            ["float[1,12,32,64]", "float[1,12,64,32]"],
+                                            ["float[1,12,32,32]", "float[1,12,32,64]"]])), rtol=1e-4, atol=1e-4)
+
+
+EINSUM_CASES = [
+    ("ij,jk->ik", ["float[2,3]", "float[3,4]"]),
+    ("bij,bjk->bik", ["float[2,2,3]", "float[2,3,4]"]),
+    ("ij,jk", ["float[2,3]", "float[3,4]"]),  # implicit output
+    ("ji", ["float[2,3]"]),  # implicit output reorders
+    ("ii->i", ["float[3,3]"]),
+    ("ij->", ["float[2,3]"]),
+    ("i,j->ij", ["float[2]", "float[3]"]),
+    ("...ij,...jk->...ik", ["float[2,1,2,3]", "float[1,3,3,4]"]),
+    ("bhid,bhjd->bhij", ["float[1,2,3,4]", "float[1,2,5,4]"]),
+]
+
+
+def test_einsum():
+    attrs = [f'<equation="{eq}">' for eq, _ in EINSUM_CASES]
+    check_compiled(graph(*_nodes("Einsum", [shapes for _, shapes in EINSUM_CASES], attrs), 12))
+
+
+def test_einsum_ints():
+    check_compiled(graph(*_nodes("Einsum", [["int32[2,3]", "int32[3,2]", "int32[2,2]"]],
+                                 ['<equation="ij,jk,kl->il">']), 12))
+
+
+@pytest.mark.parametrize("op", ["Softmax", "LogSoftmax"])
+def test_softmax(op):
+    axes = [0, 1, -1, 2]
+    sig, nodes, outputs = _nodes(op, [["float[2,3,4]"]] * len(axes), [f"<axis={a}>" for a in axes])
+    sig += ", float[1,12,16,16] s"  # attention probabilities
+    check_compiled(graph(sig, nodes + [f"z = {op} <axis=-1> (s)"], outputs + ["z"], 13))
+
+
+@pytest.mark.parametrize("x", ["float[3,7]", "int64[3,7]", "int32[4,5,6]"])  # ints: many ties
+def test_topk(x):
+    cases = [(3, -1, 1), (2, 0, 1), (4, 1, 0), (1, -2, 0)]
+    nodes = [f"v{i}, i{i} = TopK <axis={axis}, largest={largest}> (x, k{i})" for i, (_, axis, largest) in
+             enumerate(cases)]
+    constants = ", ".join(f"int64[1] k{i} = {{{k}}}" for i, (k, _, _) in enumerate(cases))
+    outputs = [n for i in range(len(cases)) for n in (f"v{i}", f"i{i}")]
+    check_compiled(graph(f"{x} x", nodes, outputs, 17, constants))
+
+
+@pytest.mark.parametrize("x", ["float[3,4]", "int32[3,4]", "double[2,3,2]"])
+def test_cumsum(x):
+    cases = [(axis, exclusive, reverse) for axis in (0, -1) for exclusive in (0, 1) for reverse in (0, 1)]
+    nodes = [f"y{i} = CumSum <exclusive={e}, reverse={r}> (x, a{i})" for i, (_, e, r) in enumerate(cases)]
+    constants = ", ".join(f"int32 a{i} = {{{axis}}}" for i, (axis, _, _) in enumerate(cases))
+    check_compiled(graph(f"{x} x", nodes, [f"y{i}" for i in range(len(cases))], 17, constants))
+
+
+def test_layer_norm():
+    nodes = ["y0 = LayerNormalization (x0, s0, b0)",
+             "y1 = LayerNormalization <axis=1, epsilon=0.001> (x1, s1, b1)",
+             "y2 = LayerNormalization <axis=-2> (x2, s2)",
+             "y3 = LayerNormalization <axis=-1, epsilon=1e-12> (x3, s3, b3)"]  # BERT's
+    sig = ("float[2,3,8] x0, float[8] s0, float[8] b0, float[2,3,8] x1, float[3,8] s1, float[3,8] b1, "
+           "float[2,3,4] x2, float[3,4] s2, float[1,16,768] x3, float[768] s3, float[768] b3")
+    feeds = random_inputs(parse(graph(sig, nodes, ["y0"])))
+    feeds["x3"] = feeds["x3"] * 2 + 10  # a mean far from 0: variance must not cancel
+    check_compiled(graph(sig, nodes, ["y0", "y1", "y2", "y3"]), feeds, rtol=1e-4, atol=1e-4)
+
+
+def test_batch_and_instance_norm():
+    rng = np.random.default_rng(0)
+    sig = ("float[2,3] a, float[1,3,4,5] b, float[2,3,2,3,2] c, float[3] s, float[3] bias, float[3] mean, "
+           "float[3] var")
+    nodes = ["ya = BatchNormalization <epsilon=0.01> (a, s, bias, mean, var)",
+             "yb = BatchNormalization (b, s, bias, mean, var)",
+             "zb = InstanceNormalization <epsilon=0.001> (b, s, bias)",
+             "zc = InstanceNormalization (c, s, bias)"]
+    text = graph(sig, nodes, ["ya", "yb", "zb", "zc"], 15)
+    feeds = random_inputs(parse(text))
+    feeds["var"] = rng.uniform(0.5, 2.0, 3).astype("f")
+    check_compiled(text, feeds)
+
+
+def test_lrn():
+    attrs = ["<size=3>", "<size=1, alpha=0.01, beta=0.5, bias=2.0>", "<size=5, alpha=0.1>", "<size=4, alpha=0.2>"]
+    check_compiled(graph(*_nodes("LRN", [["float[2,6,3,4]"]] * len(attrs), attrs)))

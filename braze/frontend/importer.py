@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import re
+
+import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import numpy_helper
@@ -170,7 +172,7 @@ class Importer:
     def shape_inference(self) -> None:
         """Run onnx's shape inference; keep its output types for cross-checks."""
         try:
-            inferred = onnx.shape_inference.infer_shapes(self.model, strict_mode=False, data_prop=True)
+            inferred = onnx.shape_inference.infer_shapes(self.without_weights(), strict_mode=False, data_prop=True)
         except Exception as e:  # onnx raises several types; any of them means a broken model
             raise OnnxImportError(f"onnx shape inference rejects the model: {e}") from None
         self.onnx_types: dict[str, tuple] = {}
@@ -179,6 +181,23 @@ class Importer:
             if vi.type.HasField("tensor_type") and tt.HasField("shape"):
                 dims = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
                 self.onnx_types[vi.name] = dims
+
+    def without_weights(self) -> onnx.ModelProto:
+        """The model with large initializers turned into typed inputs: shape
+        inference needs their shapes, not their data (which it would copy)."""
+        light = onnx.ModelProto()
+        light.ir_version = self.model.ir_version
+        light.opset_import.extend(self.model.opset_import)
+        g = light.graph
+        g.node.extend(self.graph.node)
+        g.output.extend(self.graph.output)
+        g.input.extend(i for i in self.graph.input if i.name not in self.initializers)
+        for t in self.graph.initializer:
+            if np.prod(t.dims, dtype=np.int64) <= 64:  # small ones may be shapes: keep their values
+                g.initializer.append(t)
+            else:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        return light
 
     def sorted_nodes(self):
         """Nodes in topological order (ONNX requires it, but not every file obeys)."""

@@ -62,10 +62,6 @@ def read_ir(path: str | None, weights: str | None):
     return verify(parse_module(text, name, blobs))
 
 
-def op_counts(module) -> Counter:
-    return Counter(op.name for op in module.main.body.ops if op.name not in ("const", "func.return"))
-
-
 # --- commands ------------------------------------------------------------------------------
 def cmd_import(args) -> int:
     from .frontend import import_onnx
@@ -236,22 +232,34 @@ def cmd_profile(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .frontend import import_onnx
-    from .passes import PassManager
+    """Compile an embedded model, check it against onnxruntime, time both."""
+    import tempfile
+
+    import numpy as np
+
+    from .compiler import compile as braze_compile
+    from .measure import bench, compare, run_onnxruntime
 
     path = demo_model_path(args.model)
-    print(f"braze {__version__} demo: {os.path.basename(path)} (shipped with braze)\n")
-    module = import_onnx(path)
-    before = op_counts(module)
-    pm = PassManager.parse("canonicalize,cse,dce")
-    pm.run(module)
-    after = op_counts(module)
-    print(f"imported {sum(before.values())} ops; after {pm}: {sum(after.values())} ops")
-    width = max(len(k) for k in before | after)
-    for name in sorted(before | after):
-        print(f"  {name:<{width}}  {before[name]:>4} -> {after[name]:>4}")
-    print("\npass timings:\n" + pm.timing_report())
-    return 0
+    print(f"braze {__version__} demo: {os.path.basename(path)} (shipped with braze), level {args.level}\n")
+    artifact = braze_compile(path, level=args.level, threads=args.threads, progress=_progress(True))
+    kinds = Counter(k["kind"] for k in artifact.kernels)
+    print(f"\n{len(artifact.kernels)} kernels ({', '.join(f'{n} {k}' for k, n in kinds.most_common())}), "
+          f"compiled in {artifact.manifest['compile_seconds']:.1f}s")
+    inputs = dict(np.load(path.replace(".onnx", ".inputs.npz")))
+    rows = compare(artifact.run(inputs), run_onnxruntime(path, inputs))
+    print(f"\n{'output':<20} {'max abs':>10} {'max rel':>10}   vs onnxruntime")
+    for r in rows:
+        print(f"{r.name:<20} {r.max_abs:10.2e} {r.max_rel:10.2e}")
+    ok = all(r.max_rel <= 1e-4 for r in rows)
+    threads = args.threads or os.cpu_count()
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = artifact.save(os.path.join(tmp, "demo.braze"))
+        r = bench(saved, path, inputs, threads, repeat=args.repeat)
+    print(f"\nlatency (median of {r.repeat}, {threads} threads): braze {r.braze_ms:.3f} ms, "
+          f"onnxruntime {r.onnxruntime_ms:.3f} ms, ratio {r.ratio:.2f} (< 1: braze faster)")
+    print("numerics: " + ("ok (max rel error <= 1e-4)" if ok else "FAILED"))
+    return 0 if ok else 2
 
 
 def demo_model_path(name: str) -> str:
@@ -338,8 +346,11 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("passes", help="list the registered passes")
     s.set_defaults(fn=cmd_passes)
 
-    s = sub.add_parser("demo", help="run braze on a model shipped with it")
-    s.add_argument("--model", default="mobilenetv2-tiny", help="embedded model name")
+    s = sub.add_parser("demo", help="compile, verify and benchmark a model shipped with braze")
+    s.add_argument("--model", default="mobilenetv2-tiny", help="embedded model: mobilenetv2-tiny, bert-tiny, vit-tiny")
+    s.add_argument("--level", type=int, default=0, choices=range(0, 4), help="fusion level")
+    s.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+    s.add_argument("--repeat", type=int, default=20, help="timed runs per side")
     s.set_defaults(fn=cmd_demo)
     return p
 

@@ -70,3 +70,10 @@ def test_clip_bound_computed_at_run_time():
     with pytest.raises(DynamicShapeError, match="'min' is computed at run time"):
         import_onnx(parse(text))
 
+
+
+def test_clip_open_bound_clips_infinities_like_onnxruntime():
+    # an omitted bound is the type's finite limit: -inf becomes -FLT_MAX
+    feeds = {"x": np.array([-np.inf, -1, 2, np.inf], "float32")}
+    check_against_ort('<ir_version: 8, opset_import: ["" : 17]> g (float[4] x) => (float[4] y) '
+                      '{ z = Constant<value = float {0}>()\n y = Clip(x, , z) }', feeds=feeds)

@@ -29,7 +29,7 @@ def assemble(module: Module, kernels: list[Kernel], primfuncs: dict[str, "tvm.ti
             data = const_array(op, module)
             if data is None:
                 raise CodegenError(f"constant {op.attributes['value']} has no data (weights not loaded)")
-            env[id(v)] = relax.const(np.ascontiguousarray(data), TVM_DTYPES[v.type.dtype])
+            env[id(v)] = relax.const(np.ascontiguousarray(data).reshape(data.shape), TVM_DTYPES[v.type.dtype])
         return env[id(v)]
 
     with bb.function("main", params):

@@ -5,10 +5,11 @@ lower to ``a > b ? a : b``), its softplus returns 0 instead of e^x below
 x = -17, and its prelu takes a 1-D slope only. Clamps are written as selects
 on ``x < lo`` and ``x > hi``, which keep NaN, as onnxruntime does.
 
-Formulas are evaluated in the tensor's own float type, as onnxruntime does,
-(f16/bf16 in f32, see ``in_f32``), so they round at each step where the
-references round once: within a few ulps, and absolute errors of ~1e-7 where
-a formula cancels (``e^x - 1`` near 0, ``1 + erf(x)`` for x < -3).
+Formulas are evaluated in the tensor's own float type as onnxruntime does
+(f16/bf16 in f32, see ``in_f32``), so they round at each step where the f64
+references round once: within a few ulps, with absolute errors of ~1e-7 where
+a formula cancels (``e^x - 1`` near 0, ``1 + erf(x)`` for x < -3), as in
+onnxruntime.
 """
 
 import math

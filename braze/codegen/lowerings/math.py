@@ -182,9 +182,10 @@ def abs_(x):
 
 @lowering("math.sign")
 def sign(x):
-    # x itself where it is neither > 0 nor < 0: keeps 0 and NaN (topi.sign gives 0 for NaN).
-    one = lambda v: const(1, v.ty)  # noqa: E731
-    return elementwise(lambda v: tirx.Select(v > 0, one(v), tirx.Select(v < 0, -one(v), v)), x)
+    def f(v):  # v itself where it is neither > 0 nor < 0: keeps 0, and NaN (which topi.sign makes 0)
+        one = const(1, v.ty)
+        return tirx.Select(v > 0, one, tirx.Select(v < 0, -one, v))
+    return elementwise(f, x)
 
 
 def _float_unary(topi_fn):
@@ -206,7 +207,7 @@ def reciprocal(x):
 
 @lowering("math.tanh")
 def tanh(x):
-    return in_f32(lambda v: elementwise(lambda e: libm("tanh", e), v), x)
+    return in_f32(lambda t: elementwise(lambda v: libm("tanh", v), t), x)
 
 
 @lowering("math.isnan")
@@ -218,9 +219,9 @@ def isnan(x):
 def isinf(x, *, detect_positive, detect_negative):
     if detect_positive and detect_negative:
         return topi.isinf(x)
-    inf = float("inf") if detect_positive else float("-inf")
     if not (detect_positive or detect_negative):
         return elementwise(lambda v: tirx.const(False, "bool"), x)
+    inf = float("inf") if detect_positive else float("-inf")
     return elementwise(lambda v: v == const(inf, v.ty), x)
 
 

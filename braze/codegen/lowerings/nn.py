@@ -5,7 +5,7 @@ Convolutions: conv.py; pooling: pool.py; normalizations: norm.py.
 """
 
 import numpy as np
-from tvm import te, topi
+from tvm import te, tirx, topi
 
 from ..registry import lowering
 from .reduce import accumulate, cast, dtype
@@ -61,9 +61,14 @@ def log_softmax(x, *, axis):
 
 @lowering("nn.topk")
 def topk(x, *, k, axis, largest, sorted):
-    # TOPI sorts stably, so equal elements keep ascending index order
-    values, indices = topi.topk(x, k, axis, ret_type="both", is_ascend=not largest, dtype="int64")
-    return [values, indices]
+    if k == 0:  # TOPI reads k < 1 as "all"
+        shape = [*x.shape[:axis], 0, *x.shape[axis + 1:]]
+        return [te.compute(shape, lambda *i: tirx.const(0, x.dtype)),
+                te.compute(shape, lambda *i: tirx.const(0, "int64"))]
+    # TOPI sorts stably, so equal elements keep ascending index order; its
+    # sort has no bfloat16, and 16-bit floats order exactly in float32
+    values, indices = topi.topk(accumulate(x), k, axis, ret_type="both", is_ascend=not largest, dtype="int64")
+    return [cast(values, dtype(x)), indices]
 
 
 @lowering("nn.cumsum")

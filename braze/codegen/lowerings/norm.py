@@ -9,7 +9,7 @@ which cancels catastrophically when the mean is large against the spread.
 
 from math import prod
 
-from tvm import te, topi
+from tvm import te, tirx, topi
 
 from ..registry import lowering
 from .reduce import accumulate, cast, dtype
@@ -69,8 +69,11 @@ def lrn(x, *, size, alpha, beta, bias):
     r = te.reduce_axis((0, size), name="r")
 
     def window_sum(n, c, *s):
+        # te.sum's ``where`` is lost by te.create_prim_func: guard the read instead
         j = c - before + r
-        return te.sum(wide[(n, j, *s)] * wide[(n, j, *s)], axis=r, where=te.all(j >= 0, j < channels))
+        square = tirx.if_then_else(tirx.all(j >= 0, j < channels), wide[(n, j, *s)] * wide[(n, j, *s)],
+                                   tirx.const(0, wide.dtype))
+        return te.sum(square, axis=r)
 
     squares = te.compute(x.shape, window_sum, name="lrn_sum")
     scaled = topi.add(topi.multiply(squares, alpha / size), bias)

@@ -7,10 +7,10 @@ adds, which onnxruntime never counts. The output shape comes from the IR
 type (the op's ``infer`` applies onnxruntime's rules).
 """
 
-from tvm import te, tirx, topi
+from tvm import te, topi
 
 from ..registry import lowering
-from .reduce import accumulate, cast, dtype
+from .reduce import accumulate, cast, dtype, extreme, worst
 
 
 def _padded(x, pads, out, kernel, strides, dilations, value):
@@ -28,14 +28,15 @@ def _taps(kernel):
 
 @lowering("nn.max_pool")
 def max_pool(x, *, kernel, strides, pads, dilations, ceil_mode, out_types):
-    # padding is the type's lowest value, as onnxruntime starts its max from
+    # as the reference's: padding is -inf (never wins) and NaN wins
     out = out_types[0].shape[2:]
-    padded = _padded(x, pads, out, kernel, strides, dilations, tirx.min_value(dtype(x)))
+    largest = extreme(True, dtype(x))
+    padded = _padded(x, pads, out, kernel, strides, dilations, worst(True, dtype(x)))
     taps = _taps(kernel)
 
     def at(n, c, *o):
         where = [oi * s + r * d for oi, s, r, d in zip(o, strides, taps, dilations)]
-        return te.max(padded[(n, c, *where)], axis=taps)
+        return largest(padded[(n, c, *where)], axis=taps)
 
     return te.compute(out_types[0].shape, at, name="max_pool")
 

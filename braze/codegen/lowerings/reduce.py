@@ -1,14 +1,15 @@
-"""Lowerings of the reduce ops.
+"""Lowerings of the reduce ops, and the dtype helpers the nn lowerings share.
 
 The numpy references reduce floats in float64 and round once; here f32/f64
 reduce in their own type and f16/bf16 in float32 (``accumulate``), which
 stays within float rounding of the reference. Integer sums and products wrap
-in the input type, as numpy's do.
+in the input type, as numpy's do. Max, min, argmax and argmin follow numpy
+on NaN (it wins); onnxruntime skips NaN there.
 """
 
 from math import prod
 
-from tvm import te, topi
+from tvm import te, tirx, topi
 
 from ..registry import lowering
 
@@ -30,17 +31,71 @@ def accumulate(t: te.Tensor) -> te.Tensor:
     return cast(t, "float32") if dtype(t) in _NARROW_FLOATS else t
 
 
+def reduce_over(x: te.Tensor, axes, keepdims: bool, reduce, name: str) -> te.Tensor:
+    """``reduce(x[...], axis=...)`` over ``axes`` of ``x``."""
+    taps = {a: te.reduce_axis((0, x.shape[a]), name=f"r{a}") for a in axes}
+    shape = [1 if a in taps else d for a, d in enumerate(x.shape) if keepdims or a not in taps]
+
+    def at(*index):
+        kept, full = list(index), []
+        for a in range(len(x.shape)):
+            full.append(taps[a] if a in taps else kept[0])
+            if keepdims or a not in taps:
+                kept.pop(0)
+        return reduce(x[tuple(full)], axis=list(taps.values()))
+
+    return te.compute(shape, at, name=name)
+
+
+def worst(largest: bool, of: str):
+    """The value every other beats: -inf for a max of floats (so that all
+    -inf reduces to -inf; te.max starts from the lowest finite float)."""
+    if "float" in of:
+        return tirx.const(float("-inf") if largest else float("inf"), of)
+    return tirx.min_value(of) if largest else tirx.max_value(of)
+
+
+def _isnan(v, of: str):
+    # TVM has no isnan for bfloat16
+    return tirx.isnan(v.astype("float32") if of == "bfloat16" else v)
+
+
+def extreme(largest: bool, of: str):
+    """A max (or min) reducer for element type ``of`` in which NaN wins, in
+    any order (te.max lets NaN through or not depending on the order)."""
+    def combine(a, b):
+        beats = a > b if largest else a < b
+        return tirx.Select(tirx.any(beats, _isnan(a, of)) if "float" in of else beats, a, b)
+
+    return te.comm_reducer(combine, lambda t: worst(largest, of), name="max" if largest else "min")
+
+
+def _arg_extreme(largest: bool, of: str, last: bool):
+    """An (index, value) reducer for the max (min): NaN wins, and among
+    equals the first index (the last with ``last``), in any order."""
+    floating = "float" in of
+
+    def combine(lhs, rhs):
+        (li, lv), (ri, rv) = lhs, rhs
+        beats, same = (lv > rv if largest else lv < rv), lv == rv
+        if floating:
+            beats = tirx.any(beats, tirx.all(_isnan(lv, of), tirx.Not(_isnan(rv, of))))
+            same = tirx.any(same, tirx.all(_isnan(lv, of), _isnan(rv, of)))
+        take = tirx.any(beats, tirx.all(same, li > ri if last else li < ri))
+        return tirx.Select(take, li, ri), tirx.Select(take, lv, rv)
+
+    def identity(index_type, value_type):  # loses every comparison and every tie
+        return tirx.const(-1 if last else 2**63 - 1, index_type), worst(largest, of)
+
+    return te.comm_reducer(combine, identity, name="argmax" if largest else "argmin")
+
+
+def _no_bool(x: te.Tensor) -> te.Tensor:
+    return cast(x, "int8") if dtype(x) == "bool" else x  # reducers do no bool arithmetic
+
+
 def _count(x: te.Tensor, axes) -> int:
     return prod(int(x.shape[a]) for a in axes)
-
-
-def _bool_safe(reduce):
-    """Max and min of i1 as int8, since TVM's reducers have no bool identity."""
-    def lowered(x, *, axes, keepdims):
-        if dtype(x) != "bool":
-            return reduce(x, axis=list(axes), keepdims=keepdims)
-        return cast(reduce(cast(x, "int8"), axis=list(axes), keepdims=keepdims), "bool")
-    return lowered
 
 
 @lowering("reduce.sum")
@@ -56,8 +111,16 @@ def mean(x, *, axes, keepdims):
     return cast(topi.divide(total, float(_count(x, axes))), dtype(x))
 
 
-reduce_max = lowering("reduce.max")(_bool_safe(topi.max))
-reduce_min = lowering("reduce.min")(_bool_safe(topi.min))
+@lowering("reduce.max")
+def max_(x, *, axes, keepdims):
+    data = _no_bool(x)
+    return cast(reduce_over(data, axes, keepdims, extreme(True, dtype(data)), "max"), dtype(x))
+
+
+@lowering("reduce.min")
+def min_(x, *, axes, keepdims):
+    data = _no_bool(x)
+    return cast(reduce_over(data, axes, keepdims, extreme(False, dtype(data)), "min"), dtype(x))
 
 
 @lowering("reduce.prod")
@@ -77,12 +140,21 @@ def l2(x, *, axes, keepdims):
     return cast(topi.sqrt(total), dtype(x))
 
 
-def _arg_reduce(reduce):
+def _arg_lowering(largest: bool):
     def lowered(x, *, axis, keepdims, select_last_index):
-        x = cast(x, "int8") if dtype(x) == "bool" else x
-        return cast(reduce(x, axis=axis, keepdims=keepdims, select_last_index=select_last_index), "int64")
+        data = accumulate(_no_bool(x))  # 16-bit floats compare exactly in float32
+        reducer = _arg_extreme(largest, dtype(data), select_last_index)
+        r = te.reduce_axis((0, x.shape[axis]), name="r")
+
+        def at(*index):
+            full = [*index[:axis], r, *index[axis + keepdims:]]
+            return reducer((r.var.astype("int64"), data[tuple(full)]), axis=r)
+
+        shape = [*x.shape[:axis], *[1] * keepdims, *x.shape[axis + 1:]]
+        index, _ = te.compute(shape, at, name="argmax" if largest else "argmin")
+        return index
     return lowered
 
 
-argmax = lowering("reduce.argmax")(_arg_reduce(topi.argmax))
-argmin = lowering("reduce.argmin")(_arg_reduce(topi.argmin))
+argmax = lowering("reduce.argmax")(_arg_lowering(largest=True))
+argmin = lowering("reduce.argmin")(_arg_lowering(largest=False))

@@ -6,6 +6,8 @@ entries in ``math.py``.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..registry import converter
 
 
@@ -41,14 +43,24 @@ def prelu(ctx, X, slope):
     return ctx.op("math.prelu", [X, slope])
 
 
+def _open_bounds(x) -> tuple[float, float]:
+    """An omitted bound is the type's finite limit, as in onnxruntime: an
+    infinite input is clipped to -FLT_MAX/FLT_MAX, not kept infinite."""
+    dtype = x.type.np_dtype
+    info = np.finfo(dtype) if dtype.kind == "f" else np.iinfo(dtype)
+    return float(info.min), float(info.max)
+
+
 @converter("Clip", since=1)
-def clip_attributes(ctx, input, *, min=float("-inf"), max=float("inf")):  # noqa: A002
-    return ctx.op("math.clip", [input], min=min, max=max)
+def clip_attributes(ctx, input, *, min=None, max=None):  # noqa: A002
+    low, high = _open_bounds(input)
+    return ctx.op("math.clip", [input], min=low if min is None else min, max=high if max is None else max)
 
 
 @converter("Clip", since=11)
 def clip(ctx, input, min=None, max=None):  # noqa: A002  (ONNX's input names)
     """Since opset 11 the bounds are inputs; braze needs them at compile time."""
-    low = ctx.scalar(min, float("-inf"), "'min'")
-    high = ctx.scalar(max, float("inf"), "'max'")
+    low, high = _open_bounds(input)
+    low = ctx.scalar(min, low, "'min'")
+    high = ctx.scalar(max, high, "'max'")
     return ctx.op("math.clip", [input], min=float(low), max=float(high))

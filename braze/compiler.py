@@ -25,14 +25,23 @@ def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int
     ``progress(message)`` is called at each step. With ``cache_dir`` (or
     ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
     """
-    from .codegen import build
-    from .frontend import import_onnx, onnx_version
+    from .frontend import import_onnx
 
-    say = progress or (lambda message: None)
-    tgt = get_target(target, threads)
     started = time.perf_counter()
-    say("importing")
+    (progress or _quiet)("importing")
     module = import_onnx(model, input_shapes)
+    return compile_module(module, target, level, threads, progress, cache_dir, _model_name(model), started)
+
+
+def compile_module(module, target="cpu", level: int = 0, threads: int | None = None, progress=None,
+                   cache_dir: str | None = None, name: str = "model", started: float | None = None) -> Artifact:
+    """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)."""
+    from .codegen import build
+    from .frontend import onnx_version
+
+    say = progress or _quiet
+    started = started or time.perf_counter()
+    tgt = get_target(target, threads)
     pm = PassManager.parse(PREPARE)
     say(f"running {pm}")
     pm.run(module)
@@ -53,12 +62,12 @@ def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int
         "braze": __version__,
         "tvm": tvm_version(),
         "onnx": onnx_version(),
-        "model": _model_name(model),
+        "model": name,
         "target": tgt.to_dict(),
         "threads": threads,
         "level": level,
         "pipeline": str(pm),
-        "inputs": [_spec(n, a.type) for n, a in zip([a.name for a in func.args], func.args)],
+        "inputs": [_spec(a.name, a.type) for a in func.args],
         "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
         "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule}
                     for k in compiled.kernels],
@@ -68,6 +77,10 @@ def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int
     if cache:
         runtime_cache.store(cache, key, artifact)
     return artifact
+
+
+def _quiet(message: str) -> None:
+    pass
 
 
 def _spec(name: str, ty) -> dict:

@@ -9,12 +9,9 @@ import numpy as np
 import onnx
 import pytest
 
-from braze.codegen import build
-from braze.compiler import _spec
+from braze.compiler import compile_module
 from braze.ir import parse_module
 from braze.ir.interpret import interpret
-from braze.runtime.artifact import Artifact
-from braze.targets import get_target
 from compiled_check import check_compiled, check_compiled_vs_reference
 from onnx_check import parse
 
@@ -151,11 +148,7 @@ def test_float32_precision():
 
 # --- cases onnxruntime cannot express: against the IR's numpy references ---------------------------------
 def run_ir(text: str, feeds: dict) -> dict:
-    module = parse_module(text)
-    func = module.main
-    manifest = {"threads": None, "inputs": [_spec(a.name, a.type) for a in func.args],
-                "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)]}
-    return Artifact(manifest, text, executable=build(module, get_target("cpu")).executable).run(feeds)
+    return compile_module(parse_module(text)).run(feeds)
 
 
 IR_CASES = """

@@ -1,0 +1,33 @@
+"""Real models compiled to TVM kernels match onnxruntime (level 0: one kernel per op)."""
+
+import numpy as np
+import onnx
+import pytest
+
+from braze.compiler import compile as braze_compile
+from models import DATA, LIGHT_DIR, TINY, tiny
+from onnx_check import run_ort
+
+
+def assert_close(ours: dict, ref: dict) -> None:
+    for name, expected in ref.items():
+        scale = max(1.0, float(np.abs(expected).max()))
+        err = float(np.abs(ours[name].astype(np.float64) - expected).max())
+        assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3e} (scale {scale:.3g})"
+
+
+@pytest.mark.parametrize("name", TINY)
+def test_tiny_model(name):
+    artifact = braze_compile(str(tiny(name)))
+    feeds = dict(np.load(DATA / f"{name}.inputs.npz"))
+    assert_close(artifact.run(feeds), dict(np.load(DATA / f"{name}.ref.npz")))
+
+
+@pytest.mark.parametrize("name", ["light_squeezenet", "light_shufflenet"])
+def test_light_model(name):
+    model = onnx.load(LIGHT_DIR / f"{name}.onnx")
+    artifact = braze_compile(model)
+    spec = artifact.inputs[0]
+    x = np.random.default_rng(0).standard_normal(spec["shape"]).astype(spec["dtype"])
+    assert_close(artifact.run({spec["name"]: x}), run_ort(model, {spec["name"]: x}))
+

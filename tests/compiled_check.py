@@ -27,3 +27,18 @@ def check_compiled(text_or_model, feeds=None, rtol=1e-5, atol=1e-5) -> None:
         assert got[name].shape == expected.shape, f"{name}: shape {got[name].shape} vs {expected.shape}"
         assert got[name].dtype == expected.dtype, f"{name}: dtype {got[name].dtype} vs {expected.dtype}"
         np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=name)
+
+
+def check_compiled_vs_reference(text_or_model, feeds=None, rtol=1e-5, atol=1e-5) -> None:
+    """As check_compiled, against braze's numpy references (for what
+    onnxruntime refuses, or does otherwise than numpy, e.g. NaN in max)."""
+    from braze.frontend import import_onnx
+    from braze.ir.interpret import interpret
+
+    model = parse(text_or_model) if isinstance(text_or_model, str) else text_or_model
+    feeds = feeds if feeds is not None else random_inputs(model)
+    got = braze_compile(model).run(feeds)
+    for name, expected in interpret(import_onnx(model), feeds).items():
+        assert got[name].shape == expected.shape, f"{name}: shape {got[name].shape} vs {expected.shape}"
+        assert got[name].dtype == expected.dtype, f"{name}: dtype {got[name].dtype} vs {expected.dtype}"
+        np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=name)

@@ -4,9 +4,10 @@ Each test compiles one model holding several nodes (one kernel each at
 level 0), so a handful of compiles covers every op, axis set and dtype.
 """
 
+import numpy as np
 import pytest
 
-from compiled_check import check_compiled, graph
+from compiled_check import check_compiled, check_compiled_vs_reference, graph
 from onnx_check import parse, random_inputs
 
 
@@ -67,3 +68,14 @@ def test_arg_reduce(dtype):
             outputs.append(f"{op.lower()}{j}")
             nodes.append(f"{outputs[-1]} = {op} {a} (x)")
     check_compiled(graph(f"{dtype}[3,4,5] x", nodes, outputs, 13))
+
+
+def test_nan_and_infinities_follow_numpy():
+    """NaN wins max, min, argmax and argmin (the first NaN's index) in any
+    order, as in numpy; onnxruntime skips NaN there, so the references are
+    the oracle. A row of -inf has max -inf, not the lowest finite float."""
+    nodes = ["a = ReduceMax <axes=[1]> (x)", "b = ReduceMin <axes=[1]> (x)", "c = ArgMax <axis=1> (x)",
+             "d = ArgMin <axis=1, select_last_index=1> (x)", "e = MaxPool <kernel_shape=[1,2]> (p)"]
+    x = np.array([[1, np.nan, 3, np.nan], [2, 5, 1, np.nan], [-np.inf] * 4, [np.nan, 0, 0, 1]], "f")
+    check_compiled_vs_reference(graph("float[4,4] x, float[1,1,4,4] p", nodes, list("abcde"), 11),
+                                {"x": x, "p": x.reshape(1, 1, 4, 4)})

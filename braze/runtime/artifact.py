@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import ArtifactError, InputError
+from .quiet import tvm_scope_logs_filtered
 
 FORMAT = 1
 LIB, MANIFEST, IR = "lib.so", "manifest.json", "model.mlir"
@@ -63,15 +64,20 @@ class Artifact:
             from .threads import apply_threads
 
             apply_threads(self.manifest.get("threads"))
-            lib = self._executable
-            if lib is None:
-                try:
-                    lib = tvm.runtime.load_module(self._lib_path)
-                except Exception as e:
-                    raise ArtifactError(f"{self._lib_path}: the compiled library is corrupt and cannot be "
-                                        f"loaded ({_first_line(e)}); rebuild it with `braze compile`") from None
-            self._vm = relax.VirtualMachine(lib, tvm.cpu())
+            with tvm_scope_logs_filtered():
+                self._vm = relax.VirtualMachine(self._library(), tvm.cpu())
         return self._vm
+
+    def _library(self):
+        import tvm
+
+        if self._executable is not None:
+            return self._executable
+        try:
+            return tvm.runtime.load_module(self._lib_path)
+        except Exception as e:
+            raise ArtifactError(f"{self._lib_path}: the compiled library is corrupt and cannot be "
+                                f"loaded ({_first_line(e)}); rebuild it with `braze compile`") from None
 
     def check_inputs(self, inputs: dict) -> list[np.ndarray]:
         names = [i["name"] for i in self.inputs]
@@ -91,7 +97,7 @@ class Artifact:
                 raise InputError(f"input '{spec['name']}' has shape {list(a.shape)}, expected {spec['shape']}")
             if str(a.dtype) != spec["dtype"]:
                 raise InputError(f"input '{spec['name']}' has dtype {a.dtype}, expected {spec['dtype']}")
-            arrays.append(np.ascontiguousarray(a))
+            arrays.append(np.ascontiguousarray(a).reshape(a.shape))  # (ascontiguousarray makes 0-d 1-d)
         return arrays
 
     def _call(self, arrays: list[np.ndarray]):
@@ -129,7 +135,8 @@ class Artifact:
         tmp = tempfile.mkdtemp(prefix=".braze-", dir=parent)
         try:
             if self._executable is not None:
-                self._executable.export_library(os.path.join(tmp, LIB))
+                with tvm_scope_logs_filtered():
+                    self._executable.export_library(os.path.join(tmp, LIB))
             else:
                 shutil.copyfile(self._lib_path, os.path.join(tmp, LIB))
             with open(os.path.join(tmp, MANIFEST), "w") as f:

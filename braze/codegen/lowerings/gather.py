@@ -3,7 +3,8 @@
 ONNX indices may be negative (counting from the end of their axis), which
 TOPI does not know: each lowering first wraps them (``i + size`` where
 ``i < 0``). Out-of-range indices are an error in ONNX (onnxruntime refuses
-them); ``take`` clips them so that a bad index cannot read outside the data.
+them, the references raise); the lowerings clamp them into the axis, so that
+a bad index cannot read outside the data.
 """
 
 from tvm import te, tirx, topi
@@ -11,22 +12,30 @@ from tvm import te, tirx, topi
 from ..registry import lowering
 
 
-def _wrapped(indices, size: int):
-    """The indices, those below 0 counted from the end of a dim of ``size``."""
-    def wrap(*i):
-        index = indices(*i)
-        return tirx.Select(index < 0, index + tirx.const(size, indices.dtype), index)
-    return te.compute(indices.shape, wrap, name="T_wrap")
+def _wrap(index, size):
+    """``index`` (an expression of the indices' dtype) counted from the end
+    of a dim of ``size`` when negative."""
+    return tirx.Select(index < 0, index + size, index)
+
+
+def _in_range(index, size):
+    return tirx.max(tirx.min(_wrap(index, size), size - 1), 0)
+
+
+def _indices(indices, size: int, clamp: bool = True):
+    size = tirx.const(size, indices.dtype)
+    fn = _in_range if clamp else _wrap
+    return te.compute(indices.shape, lambda *i: fn(indices(*i), size), name="T_indices")
 
 
 @lowering("tensor.gather")
 def gather(data, indices, *, axis):
-    return topi.take(data, _wrapped(indices, int(data.shape[axis])), axis=axis, mode="clip")
+    return topi.take(data, _indices(indices, int(data.shape[axis]), clamp=False), axis=axis, mode="clip")
 
 
 @lowering("tensor.gather_elements")
 def gather_elements(data, indices, *, axis):
-    return topi.gather(data, axis, _wrapped(indices, int(data.shape[axis])))
+    return topi.gather(data, axis, _indices(indices, int(data.shape[axis])))
 
 
 @lowering("tensor.gather_nd")
@@ -39,8 +48,7 @@ def gather_nd(data, indices, *, batch_dims):
         size = tirx.const(sizes[0], indices.dtype)
         for j, s in enumerate(sizes[1:], 1):
             size = tirx.Select(k == j, tirx.const(s, indices.dtype), size)
-        index = indices(*rest, k)
-        return tirx.Select(index < 0, index + size, index)
+        return _in_range(indices(*rest, k), size)
 
     tuples = te.compute((depth, *indices.shape[:-1]), tuple_entry, name="T_index_tuples")
     return topi.gather_nd(data, tuples, batch_dims)

@@ -59,9 +59,9 @@ def resize(x, *, sizes, scales, roi, mode, coordinate_transformation_mode, neare
         per_axis = [taps(a, i[a]) for a in range(rank)]
         outside = [o for _, o in per_axis if o is not None]
         if mode == "nearest":
-            value = x(*[t[0][0] for t, _ in per_axis])
-            fill = extrapolation_value if dtype.startswith(("float", "bfloat")) else \
-                np.array(extrapolation_value).astype(dtype).item()
+            value, fill = x(*[t[0][0] for t, _ in per_axis]), extrapolation_value
+            if not dtype.startswith(("float", "bfloat")):
+                fill = np.array(fill).astype(dtype).item()  # truncated, as the reference casts it
         else:
             terms = []
             for combo in itertools.product(*[t for t, _ in per_axis]):

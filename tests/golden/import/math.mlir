@@ -103,7 +103,7 @@ func.func @main(%x: tensor<2x3xf32>, %s: tensor<3xf32>) -> (tensor<2x3xf32> {nam
   %0 = "math.leaky_relu"(%x) {alpha = 0.5} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc("LeakyRelu_0" : "LeakyRelu")
   %1 = "math.gelu"(%0) {approximate = "tanh"} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc("Gelu_1" : "Gelu")
   %lo = "const"() {value = dense<[-1.5]>} : () -> tensor<f32>
-  %2 = "math.clip"(%1) {max = inf, min = -1.5} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc("Clip_2" : "Clip")
+  %2 = "math.clip"(%1) {max = 3.4028234663852886e+38, min = -1.5} : (tensor<2x3xf32>) -> tensor<2x3xf32> loc("Clip_2" : "Clip")
   %3 = "math.prelu"(%2, %s) : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32> loc("PRelu_3" : "PRelu")
   "func.return"(%3) : (tensor<2x3xf32>) -> ()
 }

@@ -1,0 +1,74 @@
+"""Compile each model at a fusion level, check it against onnxruntime's
+reference outputs, and benchmark it against onnxruntime (same machine, same
+input, same threads, interleaved worker processes, medians).
+
+    python benchmarks/models.py ~/.cache/braze-models --level 0 --threads 2 [--models resnet50,bert-base]
+
+Writes a markdown table to stdout and, with --json FILE, the raw figures.
+Each folder holds NAME.onnx, NAME.inputs.npz and NAME.ref.npz (the layout of
+shared/models/make_models.py's output and of braze/data).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from braze.compiler import compile as braze_compile
+from braze.errors import BrazeError
+from braze.measure import bench, compare
+
+
+def run_model(onnx_path: Path, level: int, threads: int, repeat: int) -> dict:
+    name = onnx_path.stem
+    inputs = dict(np.load(onnx_path.with_name(f"{name}.inputs.npz")))
+    ref = dict(np.load(onnx_path.with_name(f"{name}.ref.npz")))
+    t0 = time.perf_counter()
+    artifact = braze_compile(str(onnx_path), level=level, threads=threads)
+    compile_s = time.perf_counter() - t0
+    rows = compare(artifact.run(inputs), ref)
+    worst = max(r.max_rel for r in rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
+        b = bench(saved, str(onnx_path), inputs, threads, repeat=repeat)
+    return {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": compile_s,
+            "max_rel": worst, "ok": worst <= 1e-4, **b.to_dict()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--models", help="comma-separated names (default: every .onnx in the folder)")
+    ap.add_argument("--level", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--json", help="write the raw results here")
+    args = ap.parse_args()
+    names = args.models.split(",") if args.models else sorted(p.stem for p in args.folder.glob("*.onnx"))
+    results = []
+    print("| model | level | kernels | compile s | max rel error | braze ms | onnxruntime ms | ratio |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name in names:
+        try:
+            r = run_model(args.folder / f"{name}.onnx", args.level, args.threads, args.repeat)
+        except BrazeError as e:
+            print(f"| {name} | {args.level} | error: {e} |")
+            continue
+        results.append(r)
+        print(f"| {name} | {r['level']} | {r['kernels']} | {r['compile_s']:.1f} | {r['max_rel']:.1e}"
+              f"{'' if r['ok'] else ' FAIL'} | {r['braze_ms']:.2f} | {r['onnxruntime_ms']:.2f} | {r['ratio']:.2f} |")
+        sys.stdout.flush()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0 if all(r["ok"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

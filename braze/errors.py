@@ -61,6 +61,10 @@ class PassError(BrazeError):
     """An unknown pass, a malformed pipeline, or a bad pass option."""
 
 
+class FusionRuleError(BrazeError):
+    """A fusion rule, rules file or rule switch is invalid; names the rule and file."""
+
+
 class CodegenError(BrazeError):
     """A kernel cannot be lowered or built by TVM."""
 

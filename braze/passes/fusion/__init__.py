@@ -1,0 +1,20 @@
+"""Fusion: group ops into ``fuse.group`` kernels (docs/fusion.md).
+
+- ``graph``: the dataflow graph and convexity;
+- ``controls``: ``FusionOptions`` and what they say about each op;
+- ``planner``: clusters and the one gate every merge goes through;
+- ``rules``: the automatic rules by level, as data;
+- ``manual``: pattern rules and explicit groups, and the rules file;
+- ``explain``: the record of every decision;
+- ``fuse``: the ``fuse`` pass and ``fuse_module``.
+"""
+
+from .controls import FusionOptions
+from .explain import REASONS, FusionReport, GroupRecord, Refusal, RuleStats
+from .fuse import Fuse, explain, fuse_module
+from .manual import ExplicitGroup, PatternNode, PatternRule, load_rules, parse_rules
+from .rules import RULES, FusionRule
+
+__all__ = ["REASONS", "RULES", "ExplicitGroup", "Fuse", "FusionOptions", "FusionReport", "FusionRule",
+           "GroupRecord", "PatternNode", "PatternRule", "Refusal", "RuleStats", "explain", "fuse_module",
+           "load_rules", "parse_rules"]

@@ -1,0 +1,129 @@
+"""The record of every fusion decision: groups, refused merges, rule counts.
+
+``FusionReport.to_dict()`` has the stable keys of ``braze explain --json``::
+
+    {"ops_before", "kernels", "groups": [{"name", "rule", "nodes", ...}],
+     "refused": [{"nodes", "reason", ...}], "rules": {NAME: {"matched", "applied", ...}}}
+
+plus ``level``; ``table()`` is the same record for people.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+
+#: Why a merge was refused. The first ten are the DESIGN's; the last four
+#: only concern manual rules and switched-off rules.
+REASONS = (
+    "blacklisted",        # no_fuse op type, braze.no_fuse, or skip_nodes
+    "not_whitelisted",    # only_fuse is set and the op type is not in it
+    "out_of_scope",       # outside `scope`, or different braze.fusion_scope labels
+    "dynamic_shape",      # a shape not known at compile time
+    "control_flow",       # an op holding regions
+    "incompatible_kinds",  # an opaque op, or more heavy ops than the rule allows
+    "level",              # the rule (or a multi-output group) needs a higher level
+    "memory_limit",       # the working set would exceed memory_limit bytes
+    "would_create_cycle",  # the group would not be convex
+    "max_group_size",     # more ops than max_group_size
+    "switched_off",       # the rule is switched off
+    "unknown_op_type",    # a pattern names an op type braze does not know
+    "unknown_node",       # an explicit group names a node that is not in the graph
+    "overlap",            # the ops already belong to an earlier manual group
+)
+
+
+@dataclass
+class GroupRecord:
+    name: str
+    rule: str
+    nodes: list[str]  # ONNX node names of the members
+    ops: list[str]  # braze op names of the members, in order
+    op_types: list[str]  # ONNX op types of the members, each once
+    rules: list[str]  # every rule that merged into this group, in order
+    inputs: int
+    outputs: int
+    bytes: int  # working set: distinct input and output tensor bytes
+
+
+@dataclass
+class Refusal:
+    nodes: list[str]  # the ONNX nodes the rule tried to put together
+    reason: str  # one of REASONS
+    rule: str
+    detail: str = ""
+
+    def __post_init__(self):
+        assert self.reason in REASONS, self.reason
+
+
+@dataclass
+class RuleStats:
+    level: int
+    source: str  # "auto" or "manual"
+    on: bool = True
+    matched: int = 0  # candidate merges (manual: occurrences) the rule found
+    applied: int = 0  # of those, the ones that happened
+
+
+@dataclass
+class FusionReport:
+    level: int
+    ops_before: int = 0
+    kernels: int = 0
+    groups: list[GroupRecord] = field(default_factory=list)
+    refused: list[Refusal] = field(default_factory=list)
+    rules: dict[str, RuleStats] = field(default_factory=dict)
+    _seen: set = field(default_factory=set, repr=False, compare=False)
+
+    def refuse(self, refusal: Refusal) -> None:
+        """Record the first refusal of a set of nodes only: later attempts
+        (by other rules, or with grown groups) are the same decision."""
+        key = tuple(refusal.nodes)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.refused.append(refusal)
+
+    def reasons(self) -> dict[str, int]:
+        """How many refusals per reason code."""
+        counts: dict[str, int] = {}
+        for r in self.refused:
+            counts[r.reason] = counts.get(r.reason, 0) + 1
+        return counts
+
+    def to_dict(self) -> dict:
+        return {
+            "level": self.level,
+            "ops_before": self.ops_before,
+            "kernels": self.kernels,
+            "groups": [asdict(g) for g in self.groups],
+            "refused": [asdict(r) for r in self.refused],
+            "rules": {name: asdict(s) for name, s in self.rules.items()},
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def table(self) -> str:
+        """The report as text: a summary line, the groups, refusals, rule counts."""
+        lines = [f"fusion level {self.level}: {self.ops_before} ops -> {self.kernels} kernels "
+                 f"({len(self.groups)} groups)"]
+        if self.groups:
+            width = max(len(g.name) for g in self.groups)
+            lines += ["", f"  {'group':<{width}}  {'rule':<18}  ops  nodes"]
+            for g in self.groups:
+                lines.append(f"  {g.name:<{width}}  {g.rule:<18}  {len(g.ops):>3}  {', '.join(g.nodes)}")
+        if self.refused:
+            lines += ["", f"  refused merges ({len(self.refused)}):"]
+            for r in self.refused:
+                detail = f"  ({r.detail})" if r.detail else ""
+                lines.append(f"  {r.reason:<18}  {r.rule:<18}  {' + '.join(r.nodes) or '-'}{detail}")
+        if self.rules:
+            lines += ["", f"  {'rule':<20}  level  matched  applied"]
+            for name, s in self.rules.items():
+                state = "" if s.on else "  (off)"
+                lines.append(f"  {name:<20}  {s.level:>5}  {s.matched:>7}  {s.applied:>7}{state}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()

@@ -1,0 +1,218 @@
+"""The ``fuse`` pass: plan groups with the rules, then build ``fuse.group`` ops.
+
+``fuse_module`` reads top to bottom as the steps: build the graph, run the
+manual rules, run the automatic rules level by level, materialize each
+cluster of two or more ops as a ``fuse.group``, and keep the record
+(``module.fusion_report``, a ``FusionReport``).
+
+A group's operands are the values its members read from outside it,
+constants included (constants are never members, so every weight stays one
+named blob); its region's block arguments mirror them; its results are the
+members' values used outside it or returned, yielded by ``fuse.yield``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, fields
+from typing import ClassVar
+
+from ...errors import FusionRuleError
+from ...ir import Block, Func, Module, Operation, Region
+from ...ir.registry import Kind
+from ..manager import Pass, register_pass
+from .controls import Controls, FusionOptions
+from .explain import FusionReport, GroupRecord, RuleStats
+from .graph import SKIPPED, Graph, node_name, node_names
+from .manual import ManualRule, load_rules, parse_rules
+from .planner import Cluster, Planner
+from .rules import RULES
+
+
+@register_pass
+@dataclass(frozen=True)
+class Fuse(FusionOptions, Pass):
+    """Group ops into fuse.group kernels by level, manual rules and controls."""
+
+    name: ClassVar[str] = "fuse"
+    title: ClassVar[str] = "Fusion"
+
+    def run(self, module: Module) -> bool:
+        return bool(fuse_module(module, self).groups)
+
+
+def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=None,
+                **overrides) -> FusionReport:
+    """Fuse ``module`` in place and return the record (also ``module.fusion_report``).
+
+    ``options`` (a ``FusionOptions`` or the ``Fuse`` pass) with ``overrides``
+    as keywords (``level=3, no_fuse=["Slice"]``); ``rules`` adds manual rules:
+    ``PatternRule``/``ExplicitGroup`` objects or their JSON form.
+    """
+    options = _options(options, overrides)
+    manual = _manual_rules(options, rules)
+    func = module.main
+    graph = Graph(func)
+    controls = Controls(options, graph, [r.name for r in manual] + [r.name for r in RULES])
+    report = FusionReport(level=options.level, ops_before=count_ops(func))
+    for rule in [*manual, *RULES]:
+        report.rules[rule.name] = RuleStats(rule.level, "manual" if rule.manual else "auto",
+                                            on=controls.rule_on(rule.name))
+    plan = Planner(graph, controls, options.level, report)
+    for rule in manual:
+        rule.apply(plan)
+    # Rules above the requested level run too: the gate refuses their merges
+    # with `level`, so the record says what a higher level would do.
+    for level in (1, 2, 3):
+        plan.allow_multi_output = level == 3 and options.level >= 3 and controls.rule_on("multi_output")
+        for rule in (r for r in RULES if r.level == level):
+            _run_to_fixpoint(rule, plan)
+    plan.write_refusals(report)
+    report.groups = materialize(func, graph, plan, options.level)
+    report.kernels = count_ops(func)
+    module.fusion_report = report
+    return report
+
+
+def explain(module: Module, options: FusionOptions | None = None, *, rules=None, **overrides) -> FusionReport:
+    """The fusion record of ``module`` (fused in place): what ``braze explain`` shows.
+    ``explain(m, level=2).to_dict()`` has the keys of ``braze explain --json``."""
+    return fuse_module(module, options, rules=rules, **overrides)
+
+
+def count_ops(func: Func) -> int:
+    """Kernels the function would run: top-level ops other than constants and the return."""
+    return sum(1 for op in func.body.ops if op.name not in SKIPPED)
+
+
+def _options(options: FusionOptions | None, overrides: dict) -> FusionOptions:
+    base = options or FusionOptions()
+    values = {f.name: getattr(base, f.name) for f in fields(FusionOptions)}
+    unknown = sorted(set(overrides) - set(values))
+    if unknown:
+        raise TypeError(f"unknown fusion option(s) {unknown} (options: {', '.join(values)})")
+    return FusionOptions(**{**values, **overrides})
+
+
+def _manual_rules(options: FusionOptions, extra) -> list[ManualRule]:
+    rules = load_rules(options.rules) if options.rules else []
+    rules += parse_rules(list(extra or []), "rules argument")
+    builtin = {r.name for r in RULES}
+    names = [r.name for r in rules]
+    for name in names:
+        if name in builtin:
+            raise FusionRuleError(f"manual rule '{name}' has the name of a built-in rule; choose another")
+        if names.count(name) > 1:
+            raise FusionRuleError(f"manual rule '{name}' is defined more than once")
+    return rules
+
+
+def _run_to_fixpoint(rule, plan: Planner) -> None:
+    """Run a rule until it merges nothing more (a merge can enable another)."""
+    while True:
+        before = plan.merges
+        rule.apply(plan)
+        if plan.merges == before:
+            return
+
+
+# --- materializing -----------------------------------------------------------------------
+def materialize(func: Func, graph: Graph, plan: Planner, level: int) -> list[GroupRecord]:
+    """One ``fuse.group`` per cluster of two or more ops; the records, in order."""
+    taken = {op.attributes.get("name") for op in func.body.ops if op.name == "fuse.group"}
+    records = []
+    for cluster in plan.clusters():
+        if len(cluster.members) < 2:
+            continue
+        members, rule = sorted(cluster.members), group_rule(cluster)
+        name = _unique(_group_name(graph, members, rule), taken)
+        records.append(_record(graph, cluster, name, rule))
+        _build_group(func, graph, members, {"name": name, "rule": rule, "level": level})
+    topo_sort(func.body)
+    return records
+
+
+def group_rule(cluster: Cluster) -> str:
+    """The rule a group is named after: the last that shaped it. Rules run
+    by level, so that is the most specific one; multi_output only widens a
+    group another rule shaped, so it names a group only on its own."""
+    shaping = [r for r in cluster.rules if r != "multi_output"]
+    return (shaping or cluster.rules)[-1]
+
+
+def _group_name(graph: Graph, members: list[int], rule: str) -> str:
+    """``<anchor node>.<rule>``: the anchor is the first matmul/conv/pool,
+    else the first reduction, else the first op."""
+    kinds = [graph.kinds[i] for i in members]
+    for kind in (Kind.ANCHOR, Kind.REDUCE):
+        if kind in kinds:
+            return f"{node_name(graph.ops[members[kinds.index(kind)]])}.{rule}"
+    return f"{node_name(graph.ops[members[0]])}.{rule}"
+
+
+def _unique(name: str, taken: set) -> str:
+    candidate, n = name, 1
+    while candidate in taken:
+        candidate, n = f"{name}_{n}", n + 1
+    taken.add(candidate)
+    return candidate
+
+
+def _record(graph: Graph, cluster: Cluster, name: str, rule: str) -> GroupRecord:
+    members = sorted(cluster.members)
+    ops = [graph.ops[i] for i in members]
+    return GroupRecord(
+        name=name, rule=rule, nodes=node_names(ops), ops=[op.name for op in ops],
+        op_types=list(dict.fromkeys(op.loc.op_type for op in ops if op.loc and op.loc.op_type)),
+        rules=list(cluster.rules), inputs=len(graph.inputs(cluster.members)),
+        outputs=len(graph.outputs(cluster.members)), bytes=graph.working_set(cluster.members))
+
+
+def _build_group(func: Func, graph: Graph, members: list[int], attrs: dict) -> Operation:
+    """Move the members into a new group's region, reading block arguments
+    instead of outside values; outside users read the group's results."""
+    ops = [graph.ops[i] for i in members]
+    inputs, outputs = graph.inputs(set(members)), graph.outputs(set(members))
+    block = Block([v.type for v in inputs])
+    args = {id(v): a for v, a in zip(inputs, block.args)}
+    for op in ops:
+        for k, v in enumerate(op.operands):
+            if id(v) in args:
+                op.set_operand(k, args[id(v)])
+    group = Operation("fuse.group", inputs, [v.type for v in outputs], attrs, regions=[Region([block])])
+    inside = {id(op) for op in ops}
+    for v, result in zip(outputs, group.results):
+        for user, k in list(v.uses):
+            if id(user) not in inside:
+                user.set_operand(k, result)
+    func.body.insert_before(ops[0], group)
+    func.body.remove_many(ops)
+    for op in ops:
+        block.append(op)
+    block.append(Operation("fuse.yield", outputs, []))
+    return group
+
+
+def topo_sort(block: Block) -> None:
+    """Reorder ``block`` so that every op follows its operands' producers,
+    keeping the given order wherever it already works (the return stays last)."""
+    ops = block.ops[:-1]
+    position = {id(op): i for i, op in enumerate(ops)}
+    waiting = {id(op): 0 for op in ops}
+    users: dict[int, list[Operation]] = {}
+    for op in ops:
+        for producer in {id(v.owner) for v in op.operands if v.owner is not None and id(v.owner) in position}:
+            waiting[id(op)] += 1
+            users.setdefault(producer, []).append(op)
+    ready = [(position[id(op)], op) for op in ops if waiting[id(op)] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, op = heapq.heappop(ready)
+        order.append(op)
+        for user in users.get(id(op), []):
+            waiting[id(user)] -= 1
+            if waiting[id(user)] == 0:
+                heapq.heappush(ready, (position[id(user)], user))
+    assert len(order) == len(ops), "fusion left a cycle in the graph"
+    block.ops = order + block.ops[-1:]

@@ -1,0 +1,277 @@
+"""The automatic fusion rules, as data: a name, a level, and a finder.
+
+A finder walks the graph and proposes merges through ``Planner.propose``,
+which applies the controls and the checks; the finder only says *what*
+would make one kernel. Rules run in the order of ``RULES`` (level 1 rules
+first), each until it finds nothing more to merge.
+
+| level | rules |
+|---|---|
+| 1 | conv_epilogue, matmul_epilogue, pool_epilogue, elemwise_chain |
+| 2 | injective_producer, norm_prologue, norm_epilogue, gelu_epilogue, conv_pool |
+| 3 | attention, horizontal_matmul, multi_output |
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from heapq import heappop, heappush
+from typing import Callable, ClassVar
+
+from ...ir import Value
+from ...ir.registry import Kind
+from .graph import ELEMENTWISE, LIGHT, Graph
+from .planner import Planner
+
+Finder = Callable[[Planner, "FusionRule"], None]
+
+
+@dataclass(frozen=True)
+class FusionRule:
+    """An automatic rule: ``find(plan, rule)`` proposes merges and the
+    planner's gate decides. ``doc`` is its one-line description."""
+
+    name: str
+    level: int
+    find: Finder
+    doc: str
+    max_heavy: int | None = 1  # anchor/reduce ops one merge may put together
+    multi_output: bool = False  # groups with several outputs at any level
+    manual: ClassVar[bool] = False
+
+    def apply(self, plan: Planner) -> None:
+        self.find(plan, self)
+
+
+# --- helpers -----------------------------------------------------------------------------
+def grow(plan: Planner, rule: FusionRule, seed: int, accept: Callable[[int, int], bool]) -> None:
+    """Merge into the seed's cluster, one at a time, the consumers that
+    ``accept(member, user)`` takes, until none is left or taken."""
+    progress = True
+    while progress:
+        progress = False
+        for member, user in plan.consumers(seed):
+            if accept(member, user) and plan.propose(rule, [seed, user], [member, user]):
+                progress = True
+                break
+
+
+def nodes_named(graph: Graph, names: frozenset[str]) -> list[int]:
+    return [i for i, op in enumerate(graph.ops) if op.name in names]
+
+
+def nodes_of_kind(graph: Graph, kind: Kind) -> list[int]:
+    return [i for i, k in enumerate(graph.kinds) if k == kind]
+
+
+def elementwise_region(graph: Graph, v: Value) -> tuple[list[int], Value] | None:
+    """The elementwise ops computed from ``v`` and constants alone, when
+    they take every use of ``v`` and end in one value: (nodes, that value).
+    The five ops of an erf-GELU, or Softmax's NaN guard (IsNaN, Where)."""
+    if id(v) in graph.returned or not v.uses:
+        return None
+    region: set[int] = set()
+    inside = {id(v)}
+    heap = list(graph.users(v))
+    # Users always come after their producers, so popping in graph order
+    # decides every producer of a node before the node itself.
+    while heap:
+        i = heappop(heap)
+        op = graph.ops[i]
+        if i in region or graph.kinds[i] not in ELEMENTWISE:
+            continue
+        if all(id(x) in inside or _is_const(x) for x in op.operands):
+            region.add(i)
+            inside.update(id(r) for r in op.results)
+            for u in graph.succs[i]:
+                heappush(heap, u)
+    if not region or any(u not in region for u in graph.users(v)):
+        return None
+    outputs = graph.outputs(region)
+    return (sorted(region), outputs[0]) if len(outputs) == 1 else None
+
+
+def _is_const(v: Value) -> bool:
+    return v.owner is not None and v.owner.name == "const"
+
+
+# --- level 1 -------------------------------------------------------------------------------
+def _epilogue(anchors: frozenset[str]) -> Finder:
+    def find(plan: Planner, rule: FusionRule) -> None:
+        for i in nodes_named(plan.graph, anchors):
+            grow(plan, rule, i, lambda member, user: plan.kind(user) in ELEMENTWISE)
+
+    return find
+
+
+def elemwise_chain(plan: Planner, rule: FusionRule) -> None:
+    def pure(i: int) -> bool:
+        return plan.kinds(plan.cluster(i).members) <= ELEMENTWISE
+
+    for i in range(len(plan.graph)):
+        if pure(i):
+            grow(plan, rule, i, lambda member, user: pure(user))
+
+
+# --- level 2 -------------------------------------------------------------------------------
+def injective_producer(plan: Planner, rule: FusionRule) -> None:
+    """Data movement joins its consumer: light clusters with an injective op
+    merge with light neighbours, or become the prologue of a heavy op."""
+
+    def accept(seed: int, user: int) -> bool:
+        mine = plan.kinds(plan.cluster(seed).members)
+        theirs = plan.kinds(plan.cluster(user).members)
+        if not mine <= LIGHT or Kind.OPAQUE in theirs:
+            return False
+        if theirs <= LIGHT:
+            return Kind.INJECTIVE in mine | theirs
+        return Kind.INJECTIVE in mine
+
+    for i in range(len(plan.graph)):
+        if plan.is_light(i):
+            grow(plan, rule, i, lambda member, user, seed=i: accept(seed, user))
+
+
+def norm_prologue(plan: Planner, rule: FusionRule) -> None:
+    """An elementwise producer (residual add, scale) joins the normalisation,
+    softmax or reduction that reads it."""
+    graph = plan.graph
+    for r in nodes_of_kind(graph, Kind.REDUCE):
+        p = graph.producer(graph.ops[r].operands[0])
+        if p is not None and graph.kinds[p] in LIGHT and plan.cluster(p) is not plan.cluster(r):
+            plan.propose(rule, [p, r], [p, r])
+
+
+def norm_epilogue(plan: Planner, rule: FusionRule) -> None:
+    for r in nodes_of_kind(plan.graph, Kind.REDUCE):
+        grow(plan, rule, r, lambda member, user: plan.kind(user) in ELEMENTWISE)
+
+
+def gelu_epilogue(plan: Planner, rule: FusionRule) -> None:
+    """The ops of an erf-GELU (x/√2 → erf → +1 → ×0.5 → ×x, in any spelling)
+    that read an anchor's output join the anchor's kernel."""
+    graph = plan.graph
+    for a in nodes_of_kind(graph, Kind.ANCHOR):
+        for v in graph.outputs(plan.cluster(a).members):
+            found = elementwise_region(graph, v)
+            if found and any(graph.ops[i].name == "math.erf" for i in found[0]):
+                region, _ = found
+                plan.propose(rule, [a, *region], [graph.producer(v), region[-1]])
+
+
+POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
+
+
+def _is_pool(op) -> bool:
+    """Pooling, or a global mean/max over the spatial axes of an NCHW tensor."""
+    if op.name in POOLS:
+        return True
+    axes = op.attributes.get("axes", ())
+    is_global = op.operands[0].type.rank == 4 and tuple(axes) == (2, 3)
+    return op.name in ("reduce.mean", "reduce.max") and is_global
+
+
+def conv_pool(plan: Planner, rule: FusionRule) -> None:
+    graph = plan.graph
+    for i, op in enumerate(graph.ops):
+        p = graph.producer(op.operands[0]) if op.operands else None
+        if p is None or not _is_pool(op):
+            continue
+        if any(graph.ops[m].name == "nn.conv" for m in plan.cluster(p).members):
+            plan.propose(rule, [p, i], [p, i])
+
+
+# --- level 3 -------------------------------------------------------------------------------
+def _data_operand(graph: Graph, i: int) -> Value | None:
+    """The operand of an elementwise op that carries the tensor (not a mask,
+    scale or bias): the first one computed by a node, with the result's shape."""
+    op = graph.ops[i]
+    for v in op.operands:
+        if graph.producer(v) is not None and v.type.shape == op.results[0].type.shape:
+            return v
+    return None
+
+
+def _scores(graph: Graph, softmax: int) -> list[int] | None:
+    """MatMul → (scale, mask add, ...) → Softmax, walking up: [matmul, ops...]."""
+    path, v = [], graph.ops[softmax].operands[0]
+    for _ in range(5):
+        p = graph.producer(v)
+        if p is None:
+            return None
+        if graph.ops[p].name == "nn.matmul":
+            return [p] + path[::-1]
+        v = _data_operand(graph, p) if graph.kinds[p] in ELEMENTWISE else None
+        if v is None:
+            return None
+        path.append(p)
+    return None
+
+
+def _weighted_sum(graph: Graph, softmax: int) -> list[int] | None:
+    """Softmax → (NaN guard) → MatMul as its left operand, walking down."""
+    probs = graph.ops[softmax].results[0]
+    region: list[int] = []
+    if any(graph.kinds[u] in ELEMENTWISE for u in graph.users(probs)):
+        found = elementwise_region(graph, probs)
+        if found is None:
+            return None
+        region, probs = found
+    users = graph.users(probs)
+    if len(users) != 1 or id(probs) in graph.returned:
+        return None
+    mm = graph.ops[users[0]]
+    return region + users if mm.name == "nn.matmul" and mm.operands[0] is probs else None
+
+
+def attention(plan: Planner, rule: FusionRule) -> None:
+    graph = plan.graph
+    for s in nodes_named(graph, frozenset({"nn.softmax"})):
+        before, after = _scores(graph, s), _weighted_sum(graph, s)
+        if before and after:
+            plan.propose(rule, before + [s] + after, [before[0], s, after[-1]])
+
+
+def horizontal_matmul(plan: Planner, rule: FusionRule) -> None:
+    """Matmuls that read the same left operand (Q, K and V) become one kernel."""
+    graph = plan.graph
+    values = list(graph.func.args) + [r for op in graph.ops for r in op.results]
+    for v in values:
+        siblings = [u for u in graph.users(v)
+                    if graph.ops[u].name == "nn.matmul" and graph.ops[u].operands[0] is v]
+        if len(siblings) > 1:
+            plan.propose(rule, siblings, siblings)
+
+
+def multi_output(plan: Planner, rule: FusionRule) -> None:
+    """Retry the merges refused earlier only because the group would have
+    several outputs (e.g. a residual add that also feeds a LayerNorm)."""
+    deferred, plan.deferred = plan.deferred, []
+    for nodes, edge, max_heavy in deferred:
+        plan.propose(rule, nodes, edge, max_heavy=max_heavy)
+
+
+RULES: tuple[FusionRule, ...] = (
+    FusionRule("conv_epilogue", 1, _epilogue(frozenset({"nn.conv", "nn.conv_transpose"})),
+               "a conv with the elementwise ops after it (bias, BN, activation, residual add)"),
+    FusionRule("matmul_epilogue", 1, _epilogue(frozenset({"nn.matmul"})),
+               "a matmul or Gemm with the elementwise ops after it (bias, activation, residual add)"),
+    FusionRule("pool_epilogue", 1, _epilogue(POOLS), "a pooling op with the elementwise ops after it"),
+    FusionRule("elemwise_chain", 1, elemwise_chain, "chains of elementwise/broadcast ops"),
+    FusionRule("injective_producer", 2, injective_producer,
+               "transpose/reshape/slice/pad/gather/concat inlined into their consumer"),
+    FusionRule("norm_prologue", 2, norm_prologue,
+               "an elementwise producer (e.g. residual add) into LayerNorm/Softmax/reductions"),
+    FusionRule("norm_epilogue", 2, norm_epilogue,
+               "the elementwise ops after a LayerNorm/Softmax/reduction (e.g. a NaN guard)"),
+    FusionRule("gelu_epilogue", 2, gelu_epilogue, "an erf-GELU into the epilogue of the matmul before it"),
+    FusionRule("conv_pool", 2, conv_pool, "Conv+BN+ReLU+Pool: a pooling op into the conv before it",
+               max_heavy=2),
+    FusionRule("attention", 3, attention,
+               "MatMul → scale → mask add → Softmax (→ NaN guard) → MatMul as one kernel",
+               max_heavy=3),
+    FusionRule("horizontal_matmul", 3, horizontal_matmul,
+               "sibling matmuls that share their input (Q, K, V)", max_heavy=None, multi_output=True),
+    FusionRule("multi_output", 3, multi_output,
+               "merges that need a group with several outputs", max_heavy=None, multi_output=True),
+)

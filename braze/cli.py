@@ -129,11 +129,48 @@ def _progress(enabled: bool):
     return say
 
 
+def fusion_from_args(args) -> dict:
+    """The fusion controls given on the command line (FusionOptions fields)."""
+    def items(values):
+        return tuple(x.strip() for v in values or [] for x in v.split(",") if x.strip())
+
+    return {"no_fuse": items(args.no_fuse), "only_fuse": items(args.only_fuse),
+            "skip_nodes": items(args.skip_nodes), "scope": args.scope or "", "switch": items(args.switch),
+            "rules": args.rules or "", "max_group_size": args.max_group_size or 0,
+            "memory_limit": args.memory_limit or 0}
+
+
 def compile_from_args(args):
     from .compiler import compile as braze_compile
 
-    return braze_compile(args.model, target=args.target, level=args.level, input_shapes=args.input_shape,
-                         threads=getattr(args, "threads", None), progress=_progress(not args.quiet))
+    return braze_compile(args.model, target=args.target, level=args.level, fusion=fusion_from_args(args),
+                         input_shapes=args.input_shape, threads=getattr(args, "threads", None),
+                         progress=_progress(not args.quiet))
+
+
+def cmd_explain(args) -> int:
+    from .compiler import fuse_only
+
+    module, report = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape)
+    if args.dot or args.html:
+        from .passes.fusion import draw
+
+        if args.dot:
+            _write_text(args.dot, draw.to_dot(module))
+        if args.html:
+            _write_text(args.html, draw.to_html(module, report))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.table())
+    return 0
+
+
+def _write_text(path: str, text: str) -> None:
+    tmp = f"{path}.tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def cmd_compile(args) -> int:
@@ -295,14 +332,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timing", action="store_true", help="print time per pass to stderr")
     s.set_defaults(fn=cmd_opt)
 
-    def compile_options(s):
+    def compile_options(s, default_level=2):
         s.add_argument("model", help="ONNX file")
         s.add_argument("--target", default="cpu", help="target descriptor (default: the host cpu)")
-        s.add_argument("--level", type=int, default=0, choices=range(0, 4), help="fusion level (default 0)")
+        s.add_argument("--level", type=int, default=default_level, choices=range(0, 4),
+                       help=f"fusion level 0-3 (default {default_level})")
         s.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
                        help="bind a graph input's shape (repeatable)")
         s.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
         s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+        f = s.add_argument_group("fusion controls (docs/fusion.md)")
+        f.add_argument("--no-fuse", action="append", metavar="TYPES", help="op types that never join a group, e.g. Slice,Concat")
+        f.add_argument("--only-fuse", action="append", metavar="TYPES", help="only these op types may join groups")
+        f.add_argument("--skip-nodes", action="append", metavar="NAMES", help="ONNX node names kept out of fusion")
+        f.add_argument("--scope", help="fuse only inside: a glob, re:REGEX, index:A-B or between:A..B")
+        f.add_argument("--switch", action="append", metavar="SPEC", help="rule switches: ALL=on,attention=off or a JSON file")
+        f.add_argument("--rules", metavar="RULES.json", help="manual fusion rules (pattern rules, explicit groups)")
+        f.add_argument("--max-group-size", type=int, help="at most this many ops per group")
+        f.add_argument("--memory-limit", type=int, metavar="BYTES", help="largest working set of a group")
 
     s = sub.add_parser("compile", help="ONNX model -> artifact folder")
     compile_options(s)
@@ -330,6 +377,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_bench)
 
+    s = sub.add_parser("explain", help="what fusion does to a model, and why (no build)")
+    compile_options(s)
+    s.add_argument("--json", action="store_true", help="the record as JSON (stable keys)")
+    s.add_argument("--dot", metavar="FILE", help="write the fused graph as Graphviz DOT")
+    s.add_argument("--html", metavar="FILE", help="write the fused graph as a self-contained HTML page")
+    s.set_defaults(fn=cmd_explain)
+
     s = sub.add_parser("profile", help="time per kernel of an artifact")
     s.add_argument("artifact")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
@@ -348,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("demo", help="compile, verify and benchmark a model shipped with braze")
     s.add_argument("--model", default="mobilenetv2-tiny", help="embedded model: mobilenetv2-tiny, bert-tiny, vit-tiny")
-    s.add_argument("--level", type=int, default=0, choices=range(0, 4), help="fusion level")
+    s.add_argument("--level", type=int, default=2, choices=range(0, 4), help="fusion level (default 2)")
     s.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
     s.add_argument("--repeat", type=int, default=20, help="timed runs per side")
     s.set_defaults(fn=cmd_demo)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 
@@ -12,28 +13,60 @@ from .runtime import cache as runtime_cache
 from .runtime.artifact import FORMAT, Artifact, tvm_version
 from .targets import get_target
 
-#: What every compile runs before codegen.
+#: What every compile runs before fusion and codegen.
 PREPARE = "canonicalize,cse,dce"
 
 
-def compile(model, target="cpu", level: int = 0, input_shapes=None, threads: int | None = None,
+def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
             progress=None, cache_dir: str | None = None) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
-    ``level`` is the fusion level (0: one kernel per op); ``input_shapes``
-    binds dynamic input dimensions; ``threads`` the CPU threads to run with.
-    ``progress(message)`` is called at each step. With ``cache_dir`` (or
-    ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
+    ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
+    fusion controls (a ``FusionOptions`` or a dict of its fields: no_fuse,
+    only_fuse, skip_nodes, scope, switch, rules, max_group_size, ...);
+    ``input_shapes`` binds dynamic input dimensions; ``threads`` the CPU
+    threads to run with. ``progress(message)`` is called at each step. With
+    ``cache_dir`` (or ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
     """
     from .frontend import import_onnx
 
     started = time.perf_counter()
     (progress or _quiet)("importing")
     module = import_onnx(model, input_shapes)
-    return compile_module(module, target, level, threads, progress, cache_dir, _model_name(model), started)
+    return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
+                          started)
 
 
-def compile_module(module, target="cpu", level: int = 0, threads: int | None = None, progress=None,
+def pipeline(level: int = 0, fusion=None) -> PassManager:
+    """The passes a compile runs: canonicalize, cse, dce, then fuse (level > 0)."""
+    from .passes.fusion import Fuse, FusionOptions
+
+    pm = PassManager.parse(PREPARE)
+    if level > 0:
+        options = fusion if isinstance(fusion, FusionOptions) else FusionOptions(**dict(fusion or {}))
+        values = {f.name: getattr(options, f.name) for f in dataclasses.fields(FusionOptions)}
+        pm.passes.append(Fuse(**{**values, "level": level}))
+    return pm
+
+
+def fuse_only(model, level: int = 2, fusion=None, input_shapes=None):
+    """Import and fuse without building: (module, FusionReport). What
+    ``braze explain`` shows; needs no TVM."""
+    from .frontend import import_onnx
+    from .passes.fusion import FusionReport
+
+    module = import_onnx(model, input_shapes)
+    pipeline(level, fusion).run(module)
+    report = getattr(module, "fusion_report", None)
+    if report is None:  # level 0: nothing fused
+        from .passes.fusion.fuse import count_ops
+
+        n = count_ops(module.main)
+        report = FusionReport(level=0, ops_before=n, kernels=n)
+    return module, report
+
+
+def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: int | None = None, progress=None,
                    cache_dir: str | None = None, name: str = "model", started: float | None = None) -> Artifact:
     """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)."""
     from .codegen import build
@@ -42,7 +75,7 @@ def compile_module(module, target="cpu", level: int = 0, threads: int | None = N
     say = progress or _quiet
     started = started or time.perf_counter()
     tgt = get_target(target, threads)
-    pm = PassManager.parse(PREPARE)
+    pm = pipeline(level, fusion)
     say(f"running {pm}")
     pm.run(module)
     ir_text = print_module(module)
@@ -55,7 +88,11 @@ def compile_module(module, target="cpu", level: int = 0, threads: int | None = N
             say("reusing a cached build")
             return hit
     say("building kernels with TVM")
-    compiled = build(module, tgt)
+    report = getattr(module, "fusion_report", None)
+    compiled = build(module, tgt, on_group_failure=lambda kernel, error: _split_group(kernel, error, report, say))
+    if report is not None:
+        report.kernels = len(compiled.kernels)
+        ir_text = print_module(module)  # a group split back changes the final IR
     func = module.main
     manifest = {
         "format": FORMAT,
@@ -71,12 +108,26 @@ def compile_module(module, target="cpu", level: int = 0, threads: int | None = N
         "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
         "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule}
                     for k in compiled.kernels],
+        "fusion": report.to_dict() if report is not None else None,
         "compile_seconds": round(time.perf_counter() - started, 3),
     }
     artifact = Artifact(manifest, ir_text, executable=compiled.executable)
     if cache:
         runtime_cache.store(cache, key, artifact)
     return artifact
+
+
+def _split_group(kernel, error, report, say) -> None:
+    """TVM cannot build a fused group: split it back into one kernel per op
+    and record why, so that a compile never fails for being too ambitious."""
+    from .passes.fusion import Refusal, ungroup
+
+    say(f"group {kernel.group.attributes['name']} failed to build; splitting it: {error}")
+    if report is not None:
+        name = kernel.group.attributes["name"]
+        report.groups = [g for g in report.groups if g.name != name]
+        report.refused.append(Refusal(kernel.nodes, "codegen_failed", kernel.rule, str(error)))
+    ungroup(kernel.group)
 
 
 def _quiet(message: str) -> None:

@@ -22,7 +22,7 @@ B = np.array([1, -1, 0.5], dtype="float32")
 @pytest.fixture(scope="module")
 def saved(tmp_path_factory):
     path = tmp_path_factory.mktemp("art") / "m.braze"
-    braze_compile(MODEL).save(str(path))
+    braze_compile(MODEL, level=0).save(str(path))
     return path
 
 
@@ -95,7 +95,7 @@ def test_missing_and_broken_artifacts(saved, tmp_path):
 
 def test_interrupted_save_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.delenv("BRAZE_CACHE_DIR")
-    art = braze_compile(MODEL)
+    art = braze_compile(MODEL, level=0)
 
     def boom(*a, **k):
         raise KeyboardInterrupt

@@ -54,7 +54,7 @@ def test_bench_json(model_path):
 
 def test_compile_then_profile(model_path, tmp_path):
     out = tmp_path / "m.braze"
-    r = braze("compile", model_path, "-o", out)
+    r = braze("compile", model_path, "-o", out, "--level", "0")
     assert r.returncode == 0, r.stderr
     assert "2 kernels" in r.stdout
     r = braze("profile", out, "--json")

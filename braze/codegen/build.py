@@ -36,9 +36,24 @@ def build_kernel(kernel: Kernel, target: Target):
         raise CodegenError(f"kernel {kernel.name} ({', '.join(kernel.nodes)}): {_tvm_message(e)}") from None
 
 
-def build(module: Module, target: Target) -> Compiled:
-    kernels = partition(module.main)
-    primfuncs = {k.name: build_kernel(k, target) for k in kernels}
+def build(module: Module, target: Target, on_group_failure=None) -> Compiled:
+    """Build every kernel and the executable. When a fused group's kernel
+    cannot be built and ``on_group_failure(kernel, error)`` is given, it is
+    called (to split the group back into single ops) and the build goes on;
+    otherwise the CodegenError propagates."""
+    while True:
+        kernels = partition(module.main)
+        primfuncs, failed = {}, False
+        for k in kernels:
+            try:
+                primfuncs[k.name] = build_kernel(k, target)
+            except CodegenError as e:
+                if k.group is None or on_group_failure is None:
+                    raise
+                on_group_failure(k, e)
+                failed = True
+        if not failed:
+            break
     relax_mod = assemble(module, kernels, primfuncs)
     tgt = tvm_target(target)
     try:

@@ -38,6 +38,7 @@ class Kernel:
     returns: list[Value]  # the values they define outside
     rule: str = ""
     nodes: list[str] = field(default_factory=list)  # ONNX node names of the members
+    group: Operation | None = None  # the fuse.group this kernel comes from
 
     @property
     def kind(self) -> Kind:
@@ -67,7 +68,7 @@ def partition(func: Func) -> list[Kernel]:
             kernels.append(Kernel(name, members, list(block.args), list(op.operands),
                                   list(block.terminator.operands), list(op.results),
                                   rule=op.attributes.get("rule", ""),
-                                  nodes=[o.loc.name for o in members if o.loc]))
+                                  nodes=[o.loc.name for o in members if o.loc], group=op))
             continue
         params = list(dict.fromkeys(op.operands))  # an operand used twice is one argument
         label = op.loc.name if op.loc else op.name

@@ -13,8 +13,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 
-#: Why a merge was refused. The first ten are the DESIGN's; the last four
-#: only concern manual rules and switched-off rules.
+#: Why a merge was refused. The first ten are the DESIGN's; the next four
+#: only concern manual rules and switched-off rules; codegen_failed is
+#: recorded by the compiler when TVM cannot build a group.
 REASONS = (
     "blacklisted",        # no_fuse op type, braze.no_fuse, or skip_nodes
     "not_whitelisted",    # only_fuse is set and the op type is not in it
@@ -30,6 +31,7 @@ REASONS = (
     "unknown_op_type",    # a pattern names an op type braze does not know
     "unknown_node",       # an explicit group names a node that is not in the graph
     "overlap",            # the ops already belong to an earlier manual group
+    "codegen_failed",     # TVM could not build the group: it was split back into single ops
 )
 
 

@@ -193,6 +193,25 @@ def _build_group(func: Func, graph: Graph, members: list[int], attrs: dict) -> O
     return group
 
 
+def ungroup(group: Operation) -> None:
+    """Undo a ``fuse.group``: its members go back into the enclosing block
+    where the group stood, reading the group's operands again (the way back
+    when TVM cannot build the group as one kernel)."""
+    block = group.regions[0].blocks[0]
+    outer = group.parent
+    yielded = list(block.terminator.operands)
+    for arg, operand in zip(block.args, group.operands):
+        arg.replace_all_uses_with(operand)
+    members = block.ops[:-1]
+    block.terminator.drop_operands()
+    block.ops = []
+    for op in members:
+        outer.insert_before(group, op)
+    for result, value in zip(group.results, yielded):
+        result.replace_all_uses_with(value)
+    group.erase()
+
+
 def topo_sort(block: Block) -> None:
     """Reorder ``block`` so that every op follows its operands' producers,
     keeping the given order wherever it already works (the return stays last)."""

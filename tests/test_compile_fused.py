@@ -83,3 +83,12 @@ def test_explain_table_and_bad_rules_file(tmp_path):
     bad.write_text('[{"name": "broken", "ops": 7}]')
     r = braze("explain", tiny("bert-tiny"), "--rules", bad)
     assert r.returncode == 1 and "broken" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_explain_draws_dot_and_html(tmp_path):
+    r = braze("explain", tiny("bert-tiny"), "--dot", tmp_path / "g.dot", "--html", tmp_path / "g.html")
+    assert r.returncode == 0, r.stderr
+    dot, html = (tmp_path / "g.dot").read_text(), (tmp_path / "g.html").read_text()
+    assert dot.startswith("digraph") and "subgraph cluster_" in dot
+    assert html.startswith("<!DOCTYPE html>")
+    assert "injective_producer" in html  # a level-2 rule of bert-tiny's groups

@@ -6,7 +6,8 @@
 - ``rules``: the automatic rules by level, as data;
 - ``manual``: pattern rules and explicit groups, and the rules file;
 - ``explain``: the record of every decision;
-- ``fuse``: the ``fuse`` pass and ``fuse_module``.
+- ``fuse``: the ``fuse`` pass and ``fuse_module``;
+- ``draw``: the fused graph as Graphviz DOT or a self-contained HTML page.
 """
 
 from .controls import FusionOptions

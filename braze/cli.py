@@ -210,16 +210,31 @@ def cmd_verify(args) -> int:
     artifact = compile_from_args(args)
     inputs = _inputs_for(args, artifact.inputs)
     rows = compare(artifact.run(inputs), run_onnxruntime(args.model, inputs))
-    ok = all(r.max_rel <= args.tolerance for r in rows)
+    groups = _verify_groups(args, inputs) if args.per_group else []
+    ok = all(r.max_rel <= args.tolerance for r in rows + groups)
     if args.json:
-        print(json.dumps({"ok": ok, "tolerance": args.tolerance, "outputs": [r.to_dict() for r in rows]}, indent=2))
-    else:
-        print(f"{'output':<24} {'max abs':>12} {'max rel':>12}")
-        for r in rows:
-            flag = "" if r.max_rel <= args.tolerance else "  FAIL"
-            print(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}{flag}")
-        print(f"{'ok' if ok else 'FAILED'}: tolerance {args.tolerance:g} relative to each output's scale")
+        data = {"ok": ok, "tolerance": args.tolerance, "outputs": [r.to_dict() for r in rows]}
+        if args.per_group:
+            data["groups"] = [g.to_dict() for g in groups]
+        print(json.dumps(data, indent=2))
+        return 0 if ok else 2
+    print(f"{'output':<24} {'max abs':>12} {'max rel':>12}")
+    for r in rows:
+        print(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}{'' if r.max_rel <= args.tolerance else '  FAIL'}")
+    if args.per_group:
+        print(f"\n{'fused group (vs the same ops unfused)':<48} {'max abs':>12} {'max rel':>12}")
+        for g in groups:
+            print(f"{g.name:<48} {g.max_abs:12.3e} {g.max_rel:12.3e}{'' if g.max_rel <= args.tolerance else '  DRIFTS'}")
+    print(f"{'ok' if ok else 'FAILED'}: tolerance {args.tolerance:g} relative to each output's scale")
     return 0 if ok else 2
+
+
+def _verify_groups(args, inputs):
+    from .compiler import fuse_only
+    from .measure import verify_groups
+
+    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape)
+    return verify_groups(module, inputs, args.target)
 
 
 def cmd_bench(args) -> int:
@@ -366,6 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
     compile_options(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |output|max)")
+    s.add_argument("--per-group", action="store_true",
+                   help="also check each fused kernel against the same ops unfused, naming any that drifts")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_verify)
 

@@ -92,3 +92,32 @@ def test_explain_draws_dot_and_html(tmp_path):
     assert dot.startswith("digraph") and "subgraph cluster_" in dot
     assert html.startswith("<!DOCTYPE html>")
     assert "injective_producer" in html  # a level-2 rule of bert-tiny's groups
+
+
+def test_per_group_verification_names_the_group_that_drifts(monkeypatch):
+    from tvm import te
+
+    from braze.compiler import fuse_only
+    from braze.measure import verify_groups
+
+    feeds = dict(np.load(DATA / "bert-tiny.inputs.npz"))
+    module, report = fuse_only(str(tiny("bert-tiny")), level=2)
+    rows = verify_groups(module, feeds)
+    assert len(rows) == len(report.groups) and all(r.max_rel < 1e-5 for r in rows)
+
+    real = lowering_registry.LOWERINGS["math.erf"]  # only inside the GELU groups
+
+    def wrong_erf(x):
+        return te.compute(x.shape, lambda *i: real(x)(*i) * 1.01, name="bad_erf")
+
+    monkeypatch.setitem(lowering_registry.LOWERINGS, "math.erf", wrong_erf)
+    module, _ = fuse_only(str(tiny("bert-tiny")), level=2)
+    drifting = [r.name for r in verify_groups(module, feeds) if r.max_rel > 1e-4]
+    assert drifting and all("gelu" in name for name in drifting), drifting
+
+
+def test_verify_per_group_cli():
+    r = braze("verify", tiny("mobilenetv2-tiny"), "--per-group", "--json", "-q", "--level", "1")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["ok"] and data["groups"] and set(data["groups"][0]) == {"name", "rule", "nodes", "max_abs", "max_rel"}

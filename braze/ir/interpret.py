@@ -15,6 +15,14 @@ from .registry import lookup
 
 
 def interpret(module: Module, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The outputs of ``@main`` for ``inputs`` (by graph input name)."""
+    func = module.main
+    env = interpret_values(module, inputs)
+    return {name: env[id(v)] for name, v in zip(func.result_names, func.outputs)}
+
+
+def interpret_values(module: Module, inputs: dict[str, np.ndarray]) -> dict[int, np.ndarray]:
+    """Every value of ``@main`` (keyed by ``id(value)``), nested ones included."""
     func = module.main
     env: dict[int, np.ndarray] = {}
     for arg in func.args:
@@ -22,7 +30,7 @@ def interpret(module: Module, inputs: dict[str, np.ndarray]) -> dict[str, np.nda
             raise BrazeError(f"interpret: missing input '{arg.name}'")
         env[id(arg)] = np.asarray(inputs[arg.name], dtype=arg.type.np_dtype)
     _run_block(func.body, env, module)
-    return {name: env[id(v)] for name, v in zip(func.result_names, func.outputs)}
+    return env
 
 
 def _run_block(block: Block, env: dict, module: Module) -> list[np.ndarray]:

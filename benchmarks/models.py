@@ -2,7 +2,7 @@
 reference outputs, and benchmark it against onnxruntime (same machine, same
 input, same threads, interleaved worker processes, medians).
 
-    python benchmarks/models.py ~/.cache/braze-models --level 0 --threads 2 [--models resnet50,bert-base]
+    python benchmarks/models.py ~/.cache/braze-models --levels 0,2 --threads 2 [--models resnet50,bert-base] [--no-bench]
 
 Writes a markdown table to stdout and, with --json FILE, the raw figures.
 Each folder holds NAME.onnx, NAME.inputs.npz and NAME.ref.npz (the layout of
@@ -26,7 +26,7 @@ from braze.errors import BrazeError
 from braze.measure import bench, compare
 
 
-def run_model(onnx_path: Path, level: int, threads: int, repeat: int) -> dict:
+def run_model(onnx_path: Path, level: int, threads: int, repeat: int, timed: bool = True) -> dict:
     name = onnx_path.stem
     inputs = dict(np.load(onnx_path.with_name(f"{name}.inputs.npz")))
     ref = dict(np.load(onnx_path.with_name(f"{name}.ref.npz")))
@@ -35,18 +35,21 @@ def run_model(onnx_path: Path, level: int, threads: int, repeat: int) -> dict:
     compile_s = time.perf_counter() - t0
     rows = compare(artifact.run(inputs), ref)
     worst = max(r.max_rel for r in rows)
-    with tempfile.TemporaryDirectory() as tmp:
-        saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
-        b = bench(saved, str(onnx_path), inputs, threads, repeat=repeat)
-    return {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": compile_s,
-            "max_rel": worst, "ok": worst <= 1e-4, **b.to_dict()}
+    result = {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": compile_s,
+              "max_rel": worst, "ok": worst <= 1e-4}
+    if timed:
+        with tempfile.TemporaryDirectory() as tmp:
+            saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
+            result.update(bench(saved, str(onnx_path), inputs, threads, repeat=repeat).to_dict())
+    return result
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path)
     ap.add_argument("--models", help="comma-separated names (default: every .onnx in the folder)")
-    ap.add_argument("--level", type=int, default=0)
+    ap.add_argument("--levels", default="0", help="comma-separated fusion levels, e.g. 0,1,2,3")
+    ap.add_argument("--no-bench", action="store_true", help="compile and check numerics only")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--json", help="write the raw results here")
@@ -56,15 +59,18 @@ def main() -> int:
     print("| model | level | kernels | compile s | max rel error | braze ms | onnxruntime ms | ratio |")
     print("|---|---|---|---|---|---|---|---|")
     for name in names:
-        try:
-            r = run_model(args.folder / f"{name}.onnx", args.level, args.threads, args.repeat)
-        except BrazeError as e:
-            print(f"| {name} | {args.level} | error: {e} |")
-            continue
-        results.append(r)
-        print(f"| {name} | {r['level']} | {r['kernels']} | {r['compile_s']:.1f} | {r['max_rel']:.1e}"
-              f"{'' if r['ok'] else ' FAIL'} | {r['braze_ms']:.2f} | {r['onnxruntime_ms']:.2f} | {r['ratio']:.2f} |")
-        sys.stdout.flush()
+        for level in (int(x) for x in args.levels.split(",")):
+            try:
+                r = run_model(args.folder / f"{name}.onnx", level, args.threads, args.repeat, not args.no_bench)
+            except BrazeError as e:
+                print(f"| {name} | {level} | error: {e} |")
+                continue
+            results.append(r)
+            timing = (f"{r['braze_ms']:.2f} | {r['onnxruntime_ms']:.2f} | {r['ratio']:.2f}" if "ratio" in r
+                      else "- | - | -")
+            print(f"| {name} | {level} | {r['kernels']} | {r['compile_s']:.1f} | {r['max_rel']:.1e}"
+                  f"{'' if r['ok'] else ' FAIL'} | {timing} |")
+            sys.stdout.flush()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0 if all(r["ok"] for r in results) else 1

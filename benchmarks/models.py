@@ -5,8 +5,9 @@ input, same threads, interleaved worker processes, medians).
     python benchmarks/models.py ~/.cache/braze-models --levels 0,2 --threads 2 [--models resnet50,bert-base] [--no-bench]
 
 Writes a markdown table to stdout and, with --json FILE, the raw figures.
-Each folder holds NAME.onnx, NAME.inputs.npz and NAME.ref.npz (the layout of
-shared/models/make_models.py's output and of braze/data).
+Each folder holds NAME.onnx, and ideally NAME.inputs.npz and NAME.ref.npz (the
+layout of shared/models/make_models.py's output and of braze/data); without
+them, inputs are random and onnxruntime computes the reference.
 """
 
 from __future__ import annotations
@@ -23,16 +24,20 @@ import numpy as np
 
 from braze.compiler import compile as braze_compile
 from braze.errors import BrazeError
-from braze.measure import bench, compare
+from braze.measure import bench, compare, random_inputs, run_onnxruntime
 
 
 def run_model(onnx_path: Path, level: int, threads: int, repeat: int, timed: bool = True) -> dict:
     name = onnx_path.stem
-    inputs = dict(np.load(onnx_path.with_name(f"{name}.inputs.npz")))
-    ref = dict(np.load(onnx_path.with_name(f"{name}.ref.npz")))
     t0 = time.perf_counter()
     artifact = braze_compile(str(onnx_path), level=level, threads=threads)
     compile_s = time.perf_counter() - t0
+    inputs_file, ref_file = onnx_path.with_name(f"{name}.inputs.npz"), onnx_path.with_name(f"{name}.ref.npz")
+    if inputs_file.exists() and ref_file.exists():
+        inputs, ref = dict(np.load(inputs_file)), dict(np.load(ref_file))
+    else:  # e.g. the onnx wheel's light_* models: random inputs, onnxruntime as the reference
+        inputs = random_inputs(artifact.inputs)
+        ref = run_onnxruntime(str(onnx_path), inputs, threads)
     rows = compare(artifact.run(inputs), ref)
     worst = max(r.max_rel for r in rows)
     result = {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": compile_s,

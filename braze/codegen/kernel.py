@@ -12,11 +12,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+import numpy as np
+import tvm
 from tvm import te
 
 from ..errors import CodegenError
 from ..ir import Func, Operation, Value
 from ..ir.registry import Kind, lookup
+from ..ir.types import DenseElements
 from .registry import find_lowering, wants_types
 
 #: IR element type -> TVM dtype.
@@ -39,6 +42,9 @@ class Kernel:
     rule: str = ""
     nodes: list[str] = field(default_factory=list)  # ONNX node names of the members
     group: Operation | None = None  # the fuse.group this kernel comes from
+    #: params whose argument is a one-value constant (a scalar or a splat):
+    #: compiled into the kernel as an immediate instead of passed in.
+    immediates: dict[int, object] = field(default_factory=dict)
 
     @property
     def kind(self) -> Kind:
@@ -74,13 +80,38 @@ def partition(func: Func) -> list[Kernel]:
         label = op.loc.name if op.loc else op.name
         kernels.append(Kernel(f"k{index}_{_symbol(label)}", [op], params, params, list(op.results),
                               list(op.results), nodes=[op.loc.name] if op.loc else []))
+    for k in kernels:
+        _take_immediates(k)
     return kernels
+
+
+def _take_immediates(kernel: Kernel) -> None:
+    """Move one-value constants (GELU's 0.5, a splat weight) out of the
+    kernel's arguments and into its code: no buffer, and the compiler sees
+    the number."""
+    keep = []
+    for param, arg in zip(kernel.params, kernel.args):
+        value = arg.owner.attributes.get("value") if arg.owner is not None and arg.owner.name == "const" else None
+        if isinstance(value, DenseElements) and len(value.values) == 1:
+            kernel.immediates[id(param)] = value.values[0]
+        else:
+            keep.append((param, arg))
+    kernel.params = [p for p, _ in keep]
+    kernel.args = [a for _, a in keep]
 
 
 def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
     """The kernel's TE graph: (placeholders, outputs)."""
     env: dict[int, te.Tensor] = {}
     placeholders = []
+    for op in kernel.ops:
+        for v in op.operands:
+            if id(v) in kernel.immediates and id(v) not in env:
+                dtype = TVM_DTYPES[v.type.dtype]
+                # through numpy: "-3.4028235e+38" is FLT_MAX's shortest text, a hair beyond it as a double
+                exact = np.array(kernel.immediates[id(v)], dtype=v.type.np_dtype).item()
+                number = tvm.tirx.const(exact, dtype)
+                env[id(v)] = _filled(v.type.shape, number)
     for i, v in enumerate(kernel.params):
         ph = te.placeholder(v.type.shape, TVM_DTYPES[v.type.dtype], name=f"p{i}")
         env[id(v)] = ph
@@ -106,10 +137,18 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         t = env[id(v)]
         # A PrimFunc output must be computed here, and only once.
         if isinstance(t.op, te.PlaceholderOp) or id(t) in seen:
-            t = te.compute(t.shape, lambda *i, t=t: t(*i), name="copy")
+            t = _copy(t)
         seen.add(id(t))
         outputs.append(t)
     return placeholders, outputs
+
+
+def _copy(t: te.Tensor) -> te.Tensor:
+    return te.compute(t.shape, lambda *i: t(*i), name="copy")
+
+
+def _filled(shape, number) -> te.Tensor:
+    return te.compute(shape, lambda *i: number, name="imm")
 
 
 def primfunc(kernel: Kernel):

@@ -61,6 +61,14 @@ def _copy(saved, tmp_path):
 
 def test_corrupt_library_is_a_typed_error(saved, tmp_path):
     art = _copy(saved, tmp_path)
+    data = bytearray((art / "lib.so").read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte: caught by the digest before TVM maps the file
+    (art / "lib.so").write_bytes(bytes(data))
+    with pytest.raises(ArtifactError, match="corrupt"):
+        load(art)
+    m = json.loads((art / "manifest.json").read_text())
+    del m["lib_sha256"]  # an artifact without a digest: TVM's loader must still fail cleanly on garbage
+    (art / "manifest.json").write_text(json.dumps(m))
     (art / "lib.so").write_bytes(b"\x7fELF garbage" * 10)
     with pytest.raises(ArtifactError, match="corrupt"):
         load(art).run({"x": X, "b": B})

@@ -4,6 +4,7 @@ target before anything runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -139,8 +140,10 @@ class Artifact:
                     self._executable.export_library(os.path.join(tmp, LIB))
             else:
                 shutil.copyfile(self._lib_path, os.path.join(tmp, LIB))
+            # the library's digest lets a loader refuse a damaged lib.so before TVM maps it
+            manifest = {**self.manifest, "lib_sha256": _sha256(os.path.join(tmp, LIB))}
             with open(os.path.join(tmp, MANIFEST), "w") as f:
-                json.dump(self.manifest, f, indent=2)
+                json.dump(manifest, f, indent=2)
             with open(os.path.join(tmp, IR), "w") as f:
                 f.write(self.ir_text)
             if os.path.isdir(path):
@@ -169,7 +172,19 @@ def load(path: str, check_target: bool = True) -> Artifact:
     if not os.path.isfile(os.path.join(path, LIB)):
         raise ArtifactError(f"{path}: incomplete artifact, {LIB} is missing")
     check_manifest(manifest, path, check_target)
-    return Artifact(manifest, ir_text, lib_path=os.path.join(path, LIB))
+    lib = os.path.join(path, LIB)
+    if manifest.get("lib_sha256") not in (None, _sha256(lib)):
+        raise ArtifactError(f"{lib}: the compiled library is corrupt (its SHA-256 differs from the manifest's); "
+                            "rebuild it with `braze compile`")
+    return Artifact(manifest, ir_text, lib_path=lib)
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def check_manifest(manifest: dict, path: str, check_target: bool) -> None:

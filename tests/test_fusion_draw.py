@@ -19,6 +19,7 @@ from braze.passes import PassManager
 from braze.passes.fusion import fuse_module
 from braze.passes.fusion.draw import rule_colour, to_dot, to_html
 from models import tiny
+from test_fusion import MLP as FUSION_MLP
 
 MODELS = ["bert-tiny", "mobilenetv2-tiny"]
 NOT_NODES = ("const", "fuse.group", "fuse.yield", "func.return")
@@ -26,19 +27,7 @@ ODD = 'a<b>&"c"'
 
 # Two matmul layers; the first node's name needs escaping in DOT and HTML.
 # With no_fuse=Tanh, act1 stays alone and its merge is refused.
-MLP = r"""
-func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {name = "y"}) {
-  %w = "const"() {value = dense<0.25>} : () -> tensor<4x4xf32>
-  %b = "const"() {value = dense<0.5>} : () -> tensor<4xf32>
-  %0 = "nn.matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("a<b>&\"c\"" : "MatMul")
-  %1 = "math.add"(%0, %b) : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> loc("bias0" : "Add")
-  %2 = "math.relu"(%1) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("act0" : "Relu")
-  %3 = "nn.matmul"(%2, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("fc1" : "MatMul")
-  %4 = "math.add"(%3, %b) : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> loc("bias1" : "Add")
-  %5 = "math.tanh"(%4) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("act1" : "Tanh")
-  "func.return"(%5) : (tensor<2x4xf32>) -> ()
-}
-"""
+MLP = FUSION_MLP.replace('loc("fc0"', 'loc("a<b>&\\"c\\""')
 
 
 @pytest.fixture(scope="module", params=MODELS)

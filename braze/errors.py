@@ -41,7 +41,16 @@ class UnsupportedOpError(OnnxImportError):
 
 
 class DynamicShapeError(OnnxImportError):
-    """A dimension is not known at compile time."""
+    """A dimension is not known at compile time.
+
+    ``inputs`` names the graph inputs whose run-time values braze would need
+    at compile time (a Reshape's shape, a Slice's starts fed by an input);
+    empty when an input's own dimension is dynamic.
+    """
+
+    def __init__(self, message: str, inputs=()):
+        super().__init__(message)
+        self.inputs = tuple(inputs)
 
 
 class ParseError(BrazeError):

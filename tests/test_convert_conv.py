@@ -34,6 +34,7 @@ def test_conv(x, w, attrs, bias):
     ("float[1,2,4,4]", "float[2,3,3,3]", "<strides=[2,2], output_padding=[1,0]>"),
     ("float[1,2,4,4]", "float[2,3,3,3]", "<strides=[2,2], output_shape=[9,8]>"),
     ("float[1,2,4,4]", "float[2,3,3,3]", "<strides=[3,2], output_shape=[10,8]>"),
+    ("float[1,1,3,3]", "float[1,2,3,3]", "<strides=[3,2], output_shape=[10,8]>"),  # grows by 1 at the ends
     ("float[1,2,3,4]", "float[2,3,3,2]", "<auto_pad=\"SAME_UPPER\", strides=[2,3]>"),
     ("float[1,2,3,4]", "float[2,3,3,2]", "<auto_pad=\"SAME_LOWER\", strides=[2,3]>"),
     ("float[1,2,3,3,3]", "float[2,2,2,2,2]", "<strides=[2,1,2], pads=[0,1,0,0,0,1]>"),
@@ -69,11 +70,14 @@ def test_max_pool(x, attrs):
     check(f"{x} x", f"y = MaxPool {attrs} (x)")
 
 
-@pytest.mark.parametrize("x, attrs", POOL_CASES)
+@pytest.mark.parametrize("x, attrs", POOL_CASES + [
+    ("float[1,2,9,9]", "<kernel_shape=[3,2], dilations=[2,3], strides=[1,2], pads=[1,1,2,1]>"),  # opset 19
+    ("float[1,2,9,9]", "<kernel_shape=[2,2], dilations=[2,2], strides=[2,2], ceil_mode=1>"),
+])
 @pytest.mark.parametrize("count_include_pad", [0, 1])
 def test_average_pool(x, attrs, count_include_pad):
     attrs = attrs.replace("<", f"<count_include_pad={count_include_pad}, ")
-    check(f"{x} x", f"y = AveragePool {attrs} (x)")
+    check(f"{x} x", f"y = AveragePool {attrs} (x)", 19 if "dilations" in attrs else 17)
 
 
 @pytest.mark.parametrize("op", ["GlobalAveragePool", "GlobalMaxPool"])

@@ -66,6 +66,13 @@ def test_mod_float():
     check_against_ort(model("(float[3,4] a, float[4] b) => (float[3,4] y)", "y = Mod<fmod=1>(a, b)"), feeds)
 
 
+def test_mod_float_fmod_0():
+    """Since opset 28, fmod=0 is defined for floats: Python's %, the sign of b."""
+    feeds = {"a": np.array([[-4.3, 7.2, 5.0, 0.0], [-0.0, 4.3, -7.2, 8.0]], np.float32),
+             "b": np.array([2.1, -3.4, 8.0, -2.0], np.float32)}
+    check_against_ort(model("(float[2,4] a, float[4] b) => (float[2,4] y)", "y = Mod(a, b)", 28), feeds)
+
+
 # --- variadic ---------------------------------------------------------------------------
 @pytest.mark.parametrize("op", ["Sum", "Mean", "Min", "Max"])
 @pytest.mark.parametrize("n", [1, 2, 3])

@@ -68,6 +68,16 @@ def test_layer_normalization(x, attrs, bias):
     check(f"{x} x, float[{normalized}] s{b}", f"y = LayerNormalization {attrs} (x, s{', b' if bias else ''})")
 
 
+@pytest.mark.parametrize("x, attrs", [("float[2,3,8]", ""), ("float[2,3,4]", "<axis=1, epsilon=0.1>"),
+                                      ("float16[2,5]", "<axis=0>")])
+def test_layer_normalization_statistics(x, attrs):
+    """The Mean and InvStdDev outputs, in float32 whatever the input type."""
+    dims = x[x.index("[") + 1:-1].split(",")
+    axis = int(attrs.split("axis=")[1].split(",")[0].rstrip(">")) if "axis" in attrs else -1
+    scale = f"{x[:x.index('[')]}[{','.join(dims[axis:])}]"
+    check(f"{x} x, {scale} s", f"y, mean, inv = LayerNormalization {attrs} (x, s)", outputs="y, mean, inv")
+
+
 @pytest.mark.parametrize("opset, attrs", [(7, "<spatial=1>"), (9, ""), (15, "<epsilon=0.01>")])
 @pytest.mark.parametrize("x", ["float[2,3]", "float[2,3,5]", "float[1,3,4,5]"])
 def test_batch_normalization(opset, attrs, x):

@@ -79,6 +79,11 @@ def test_space_to_depth():
     check_against_ort(f"{head(13)} g (float[2,3,4,6] x) => (y) {{ y = SpaceToDepth<blocksize=2>(x) }}")
 
 
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_space_to_depth_mode(mode):  # opset 28
+    check_against_ort(f'{head(28)} g (float[2,3,4,6] x) => (y) {{ y = SpaceToDepth<blocksize=2, mode="{mode}">(x) }}')
+
+
 # --- joining and cutting ------------------------------------------------------------
 @pytest.mark.parametrize("axis", [0, 1, -1])
 def test_concat(axis):

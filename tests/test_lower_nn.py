@@ -81,7 +81,8 @@ def test_softmax(op):
     check_compiled(graph(sig, nodes + [f"z = {op} <axis=-1> (s)"], outputs + ["z"], 13))
 
 
-@pytest.mark.parametrize("x", ["float[3,7]", "int64[3,7]", "int32[4,5,6]"])  # ints: many ties
+@pytest.mark.parametrize("x", ["float[3,7]", "int64[3,7]", "int32[4,5,6]",  # ints: many ties
+                               "int16[3,7]"])  # TVM sorts no int16: in int32
 def test_topk(x):
     cases = [(3, -1, 1), (2, 0, 1), (4, 1, 0), (1, -2, 0), (0, -1, 1)]
     nodes = [f"v{i}, i{i} = TopK <axis={axis}, largest={largest}> (x, k{i})" for i, (_, axis, largest) in
@@ -89,6 +90,16 @@ def test_topk(x):
     constants = ", ".join(f"int64[1] k{i} = {{{k}}}" for i, (k, _, _) in enumerate(cases))
     outputs = [n for i in range(len(cases)) for n in (f"v{i}", f"i{i}")]
     check_compiled(graph(f"{x} x", nodes, outputs, 17, constants))
+
+
+def test_topk_unsigned():
+    """TVM sorts no uint32 or uint64: braze sorts int64 keys (uint64 with
+    the top bit flipped). onnxruntime has neither: the references are the oracle."""
+    x = np.array([[3, 2**64 - 1, 0, 2**63, 2**63 - 1, 7]], np.uint64)
+    y = np.array([[3, 2**32 - 1, 0, 2**31, 2**31 - 1, 3]], np.uint32)
+    nodes = ["v, i = TopK <axis=-1> (x, k)", "w, j = TopK <axis=-1, largest=0> (x, k)", "u, l = TopK (y, k)"]
+    check_compiled_vs_reference(graph("uint64[1,6] x, uint32[1,6] y", nodes, ["v", "i", "w", "j", "u", "l"], 17,
+                                      "int64[1] k = {4}"), {"x": x, "y": y})
 
 
 @pytest.mark.parametrize("x", ["float[3,4]", "int32[3,4]", "double[2,3,2]"])

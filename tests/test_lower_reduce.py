@@ -79,3 +79,13 @@ def test_nan_and_infinities_follow_numpy():
     x = np.array([[1, np.nan, 3, np.nan], [2, 5, 1, np.nan], [-np.inf] * 4, [np.nan, 0, 0, 1]], "f")
     check_compiled_vs_reference(graph("float[4,4] x, float[1,1,4,4] p", nodes, list("abcde"), 11),
                                 {"x": x, "p": x.reshape(1, 1, 4, 4)})
+
+
+def test_reductions_over_an_empty_dim():
+    """A reduction over no element gives its identity (0, 1, -inf, inf),
+    as a MatMul over an empty inner dim gives 0: TVM alone would leave the
+    output unwritten (its initial value sits inside the empty loop)."""
+    ops = ["ReduceSum", "ReduceProd", "ReduceMax", "ReduceMin", "ReduceL2"]
+    nodes = [f"{op.lower()} = {op} <axes=[1]> (x)" for op in ops] + ["m = MatMul (a, b)"]
+    outputs = [op.lower() for op in ops] + ["m"]
+    check_compiled_vs_reference(graph("float[2,0,4] x, float[3,0] a, float[0,2] b", nodes, outputs, 11))

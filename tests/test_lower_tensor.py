@@ -46,6 +46,14 @@ def test_movement(dtype):
     check_compiled(movement_model(dtype))
 
 
+def test_tile_on_several_axes():
+    """Repeats on two or more axes at once, which LLVM (mcpu=znver5)
+    miscompiled as one loop nest; and the tiles of onnx's own test."""
+    nodes = ["a = Tile(x, ra)", "b = Tile(x, rb)", "c = Tile(y, rc)"]
+    inits = [ints("ra", [1, 3, 4, 1]), ints("rb", [7, 6, 4, 2]), ints("rc", [3, 4, 2])]
+    check_compiled(graph("float[2,3,4,5] x, float[3,4,5] y", nodes, ["a", "b", "c"], 13, ", ".join(inits)))
+
+
 @pytest.mark.parametrize("dtype", ["float", "int32"])
 def test_pad(dtype):
     """Every mode with pads, crops (negative pads, applied first) and none."""

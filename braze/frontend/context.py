@@ -54,7 +54,7 @@ class ConversionContext:
             raise DynamicShapeError(
                 f"node {self.node_name} ({self.op_type}): input {which} is computed at run time, "
                 "but braze needs it at compile time (static shapes). Bind dynamic input dimensions "
-                "with --input-shape NAME=1x3x224x224 so that it folds to a constant.")
+                "with --input-shape NAME=1x3x224x224 so that it folds to a constant.", graph_inputs(v))
         return data
 
     def ints(self, v: Value | None, what: str = "") -> tuple[int, ...] | None:
@@ -81,6 +81,21 @@ class ConversionContext:
     def error(self, message: str) -> OnnxImportError:
         """An OnnxImportError naming the current node."""
         return OnnxImportError(f"node {self.node_name} ({self.op_type}): {message}")
+
+
+def graph_inputs(v: Value) -> list[str]:
+    """The names of the graph inputs (block arguments) that ``v`` is computed from."""
+    names, seen, todo = [], set(), [v]
+    while todo:
+        x = todo.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        if x.owner is None:
+            names.append(x.name)
+        else:
+            todo.extend(x.owner.operands)
+    return sorted(n for n in names if n)
 
 
 def _attr(v):

@@ -100,7 +100,8 @@ def mod(lhs, rhs, *, fmod):
         return topi.mod(lhs, rhs) if fmod else topi.floor_mod(lhs, rhs)  # C's % / Python's %
     if fmod:
         return topi.mod(lhs, rhs)  # C's fmod on floats
-    return elementwise(_python_fmod, lhs, rhs)
+    # in f32 for 16-bit floats: LLVM has no f16 copysign
+    return in_f32(lambda a, b: elementwise(_python_fmod, a, b), lhs, rhs)
 
 
 def _python_fmod(a, b):

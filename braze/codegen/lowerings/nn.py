@@ -8,7 +8,7 @@ import numpy as np
 from tvm import te, tirx, topi
 
 from ..registry import lowering
-from .reduce import accumulate, cast, dtype
+from .reduce import accumulate, cast, dtype, filled
 
 
 def _shape(t: te.Tensor) -> tuple[int, ...]:
@@ -25,6 +25,8 @@ def matmul(a, b):
     a_batch, b_batch = a_shape[:-2], b_shape[:-2]
     batch = tuple(np.broadcast_shapes(a_batch, b_batch))
     out_shape = batch + a_shape[-2:-1] * a_rows + b_shape[-1:] * b_cols
+    if a_shape[-1] == 0:  # an empty sum, which TVM would leave unwritten
+        return filled(out_shape, 0, dtype(a))
     k = te.reduce_axis((0, a_shape[-1]), name="k")
     acc = dtype(accumulate(a))
 
@@ -65,10 +67,26 @@ def topk(x, *, k, axis, largest, sorted):
         shape = [*x.shape[:axis], 0, *x.shape[axis + 1:]]
         return [te.compute(shape, lambda *i: tirx.const(0, x.dtype)),
                 te.compute(shape, lambda *i: tirx.const(0, "int64"))]
-    # TOPI sorts stably, so equal elements keep ascending index order; its
-    # sort has no bfloat16, and 16-bit floats order exactly in float32
-    values, indices = topi.topk(accumulate(x), k, axis, ret_type="both", is_ascend=not largest, dtype="int64")
-    return [cast(values, dtype(x)), indices]
+    # TOPI sorts stably, so equal elements keep ascending index order
+    keys = _sort_keys(x)
+    values, indices = topi.topk(keys, k, axis, ret_type="both", is_ascend=not largest, dtype="int64")
+    if keys is x or dtype(keys) == "float32" and dtype(x) in ("float16", "bfloat16"):
+        return [cast(values, dtype(x)), indices]
+    # the keys are another type than x: read the values back from x
+    picked = te.compute(indices.shape, lambda *i: x[(*i[:axis], indices[i], *i[axis + 1:])], name="topk_values")
+    return [picked, indices]
+
+
+def _sort_keys(x):
+    """x in a type TVM's sort takes, in the same order: it has no int16,
+    unsigned other than uint8, or bfloat16 sort. 16-bit floats order exactly
+    in float32; uint64 in int64 once its top bit is flipped."""
+    d = dtype(x)
+    if d == "uint64":
+        low = tirx.const(-(2**63), "int64")
+        return te.compute(x.shape, lambda *i: tirx.bitwise_xor(x(*i).astype("int64"), low), name="keys")
+    wider = {"int16": "int32", "uint16": "int32", "uint32": "int64"}.get(d)
+    return cast(x, wider) if wider else accumulate(x)
 
 
 @lowering("nn.cumsum")

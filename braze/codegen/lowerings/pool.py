@@ -33,8 +33,8 @@ def max_pool(x, *, kernel, strides, pads, dilations, ceil_mode, out_types):
 
 
 @lowering("nn.avg_pool")
-def avg_pool(x, *, kernel, strides, pads, ceil_mode, count_include_pad):
+def avg_pool(x, *, kernel, strides, pads, dilations, ceil_mode, count_include_pad):
     pool, layout = _TOPI_POOL[len(kernel)]
-    y = pool(accumulate(x), list(kernel), list(strides), [1] * len(kernel), list(pads), "avg", ceil_mode, layout,
+    y = pool(accumulate(x), list(kernel), list(strides), list(dilations), list(pads), "avg", ceil_mode, layout,
              count_include_pad)
     return cast(y, dtype(x))

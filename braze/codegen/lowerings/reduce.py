@@ -90,6 +90,22 @@ def _arg_extreme(largest: bool, of: str, last: bool):
     return te.comm_reducer(combine, identity, name="argmax" if largest else "argmin")
 
 
+def filled(shape, value, of: str) -> te.Tensor:
+    """A tensor of ``shape`` holding ``value`` everywhere."""
+    return te.compute([int(d) for d in shape], lambda *i: tirx.const(value, of), name="filled")
+
+
+def _over_empty(x: te.Tensor, axes, keepdims: bool, value):
+    """The result of a reduction over no element (an empty dim among
+    ``axes``): its identity everywhere. TVM puts a reduction's initial value
+    inside the loop over the reduced elements, so with none it would leave
+    the output unwritten."""
+    if _count(x, axes):
+        return None
+    shape = [1 if a in axes else d for a, d in enumerate(x.shape) if keepdims or a not in axes]
+    return filled(shape, value, dtype(x))
+
+
 def _no_bool(x: te.Tensor) -> te.Tensor:
     return cast(x, "int8") if dtype(x) == "bool" else x  # reducers do no bool arithmetic
 
@@ -100,11 +116,17 @@ def _count(x: te.Tensor, axes) -> int:
 
 @lowering("reduce.sum")
 def sum_(x, *, axes, keepdims):
+    empty = _over_empty(x, axes, keepdims, 0)
+    if empty is not None:
+        return empty
     return cast(topi.sum(accumulate(x), axis=list(axes), keepdims=keepdims), dtype(x))
 
 
 @lowering("reduce.mean")
 def mean(x, *, axes, keepdims):
+    empty = _over_empty(x, axes, keepdims, float("nan") if "float" in dtype(x) else 0)  # 0 / 0
+    if empty is not None:
+        return empty
     # numpy means integers in float64 (no wrap-around) and truncates the result
     wide = cast(x, "float64") if "int" in dtype(x) else accumulate(x)
     total = topi.sum(wide, axis=list(axes), keepdims=keepdims)
@@ -114,22 +136,34 @@ def mean(x, *, axes, keepdims):
 @lowering("reduce.max")
 def max_(x, *, axes, keepdims):
     data = _no_bool(x)
+    empty = _over_empty(x, axes, keepdims, False if dtype(x) == "bool" else worst(True, dtype(x)).value)
+    if empty is not None:
+        return empty
     return cast(reduce_over(data, axes, keepdims, extreme(True, dtype(data)), "max"), dtype(x))
 
 
 @lowering("reduce.min")
 def min_(x, *, axes, keepdims):
     data = _no_bool(x)
+    empty = _over_empty(x, axes, keepdims, True if dtype(x) == "bool" else worst(False, dtype(x)).value)
+    if empty is not None:
+        return empty
     return cast(reduce_over(data, axes, keepdims, extreme(False, dtype(data)), "min"), dtype(x))
 
 
 @lowering("reduce.prod")
 def prod_(x, *, axes, keepdims):
+    empty = _over_empty(x, axes, keepdims, 1)
+    if empty is not None:
+        return empty
     return cast(topi.prod(accumulate(x), axis=list(axes), keepdims=keepdims), dtype(x))
 
 
 @lowering("reduce.l2")
 def l2(x, *, axes, keepdims):
+    empty = _over_empty(x, axes, keepdims, 0)
+    if empty is not None:
+        return empty
     if "int" in dtype(x):
         # numpy squares in the input type, sums in 64 bits and roots in float64
         squares = cast(topi.multiply(x, x), "uint64" if dtype(x).startswith("u") else "int64")

@@ -58,7 +58,13 @@ def broadcast_to(x, *, shape):
 
 @lowering("tensor.tile")
 def tile(x, *, repeats):
-    return topi.tile(x, repeats)
+    # One axis per stage: LLVM (seen with mcpu=znver5) miscompiles a single
+    # loop nest that wraps two or more indices with `%` (e.g. repeats
+    # [1, 3, 4, 1] of a 2x3x4x5 tensor), as topi.tile writes it.
+    for axis, r in enumerate(repeats):
+        if r != 1:
+            x = topi.tile(x, [r if a == axis else 1 for a in range(len(repeats))])
+    return x if any(r != 1 for r in repeats) else topi.identity(x)
 
 
 @lowering("tensor.pad")

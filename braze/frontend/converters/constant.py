@@ -76,7 +76,8 @@ def dropout_v1(ctx, data, *, ratio=0.5, is_test=0, consumed_inputs=None):
 
 @converter("Dropout", since=12)
 def dropout(ctx, data, ratio=None, training_mode=None, *, seed=None):
-    if ctx.scalar(training_mode, False, "'training_mode'"):
+    # in training mode, a ratio of 0 drops nothing: still the identity
+    if ctx.scalar(training_mode, False, "'training_mode'") and ctx.scalar(ratio, 0.5, "'ratio'") != 0:
         raise ctx.error("training_mode is true: braze compiles for inference; export the model in eval mode")
     return _dropout(ctx, data)
 

@@ -80,6 +80,9 @@ def conv_transpose(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, grou
     kernel = _kernel(ctx, kernel_shape, W)
     output_padding = _full(ctx, "output_padding", output_padding, nd, 0)
     window = _window(ctx, X, kernel, "NOTSET" if auto_pad in SAME else auto_pad, strides, pads, dilations)
+    if output_shape is not None:  # an output larger than the convolution's grows at the end, like output_padding
+        full = _full_sizes(X.type.shape[2:], kernel, window, output_padding)
+        output_padding = tuple(p + max(0, t - f) for p, t, f in zip(output_padding, output_shape[-nd:], full))
     if output_shape is not None or auto_pad in SAME:
         window["pads"] = _crop_pads(ctx, X.type.shape[2:], kernel, window, output_padding, output_shape, auto_pad)
     return ctx.op("nn.conv_transpose", [v for v in (X, W, B) if v is not None], group=group,
@@ -101,9 +104,6 @@ def _crop_pads(ctx, spatial, kernel, window, output_padding, output_shape, auto_
         target = [i * s for i, s in zip(spatial, window["strides"])]
     else:
         target = output_shape[-len(spatial):]
-        if any(t > f for t, f in zip(target, full)):
-            raise ctx.error(f"output_shape {list(output_shape)} is larger than the transposed conv produces "
-                            f"({full}); use output_padding to grow it")
     begins, ends = [], []
     for total in (max(0, f - t) for f, t in zip(full, target)):
         small, large = total // 2, total - total // 2
@@ -125,8 +125,6 @@ def max_pool(ctx, X, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=
 def average_pool(ctx, X, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, count_include_pad=0, dilations=None,
                  pads=None, strides=None):
     window = _window(ctx, X, kernel_shape, auto_pad, strides, pads, dilations)
-    if set(window.pop("dilations")) != {1}:
-        raise ctx.error(f"dilations {list(dilations)} are not supported for AveragePool; only 1")
     return ctx.op("nn.avg_pool", [X], kernel=kernel_shape, ceil_mode=bool(ceil_mode),
                   count_include_pad=bool(count_include_pad), **window)
 

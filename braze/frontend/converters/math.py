@@ -118,9 +118,16 @@ def _cast(ctx, v, dtype: str):
 
 
 @converter("Mod", since=10)
-def mod(ctx, A, B, *, fmod=0):
+def mod_10(ctx, A, B, *, fmod=0):
     if not fmod and A.type.dtype in FLOAT_DTYPES:
-        raise ctx.error("Mod of float tensors needs fmod=1 (ONNX leaves fmod=0 undefined for floats)")
+        raise ctx.error("Mod of float tensors needs fmod=1 (ONNX leaves fmod=0 undefined for floats "
+                        "before opset 28)")
+    return mod(ctx, A, B, fmod=fmod)
+
+
+@converter("Mod", since=28)
+def mod(ctx, A, B, *, fmod=0):
+    """Since opset 28, fmod=0 on floats is Python's % (the sign of B)."""
     return ctx.op("math.mod", [A, B], fmod=bool(fmod))
 
 

@@ -72,9 +72,24 @@ def layer_normalization(ctx, X, Scale, B=None, *, axis=-1, epsilon=1e-5, stash_t
     if stash_type != 1:
         raise ctx.error(f"stash_type={stash_type} is not supported; braze keeps the statistics in "
                         "float32 (stash_type=1)")
-    refuse_extra_outputs(ctx, "Mean/InvStdDev")
-    return ctx.op("nn.layer_norm", [v for v in (X, Scale, B) if v is not None],
-                  axis=onnx_axis(ctx, axis, X.type.rank), epsilon=epsilon)
+    axis = onnx_axis(ctx, axis, X.type.rank)
+    y = ctx.op("nn.layer_norm", [v for v in (X, Scale, B) if v is not None], axis=axis, epsilon=epsilon)
+    if not any(ctx.outputs[1:]):
+        return y
+    return (y, *_layer_norm_statistics(ctx, X, axis, epsilon))
+
+
+def _layer_norm_statistics(ctx, X, axis: int, epsilon: float):
+    """LayerNormalization's optional outputs, in float32 (stash_type=1):
+    the mean and 1 / sqrt(variance + epsilon) over the dims from ``axis``
+    on, kept as dims of size 1."""
+    x = X if X.type.dtype == "f32" else ctx.op("math.cast", [X], to="f32")
+    axes = tuple(range(axis, X.type.rank))
+    mean = ctx.op("reduce.mean", [x], axes=axes, keepdims=True)
+    centered = ctx.op("math.sub", [x, mean])
+    variance = ctx.op("reduce.mean", [ctx.op("math.mul", [centered, centered])], axes=axes, keepdims=True)
+    shifted = ctx.op("math.add", [variance, ctx.const(np.array(epsilon, np.float32))])
+    return mean, ctx.op("math.reciprocal", [ctx.op("math.sqrt", [shifted])])
 
 
 @converter("BatchNormalization")

@@ -133,13 +133,20 @@ def depth_to_space(ctx, input, *, blocksize, mode="DCR"):
 
 
 @converter("SpaceToDepth")
-def space_to_depth(ctx, input, *, blocksize):
+def space_to_depth(ctx, input, *, blocksize, mode="DCR"):
+    """``mode`` (opset 28) orders the depth as in DepthToSpace."""
     n, c, h, w = _nchw(ctx, input)
     b = blocksize
     if h % b or w % b:
         raise ctx.error(f"height {h} and width {w} are not divisible by blocksize {b}")
+    if mode == "DCR":  # depth is (block row, block column, channel)
+        perm = (0, 3, 5, 1, 2, 4)
+    elif mode == "CRD":  # depth is (channel, block row, block column)
+        perm = (0, 1, 3, 5, 2, 4)
+    else:
+        raise ctx.error(f"mode '{mode}' is not DCR or CRD")
     blocks = reshape_to(ctx, input, (n, c, h // b, b, w // b, b))
-    moved = ctx.op("tensor.transpose", [blocks], perm=(0, 3, 5, 1, 2, 4))
+    moved = ctx.op("tensor.transpose", [blocks], perm=perm)
     return reshape_to(ctx, moved, (n, c * b * b, h // b, w // b))
 
 

@@ -57,24 +57,23 @@ class MaxPool(OpDef):
 
 @register
 class AvgPool(OpDef):
-    """Mean over each window (``pads``: all begins, then all ends). The
-    divisor counts the window's elements inside the input, or with
-    ``count_include_pad`` also those in ``pads`` (never the extra room that
-    ``ceil_mode`` adds)."""
+    """Mean over each (dilated) window (``pads``: all begins, then all
+    ends). The divisor counts the window's elements inside the input, or
+    with ``count_include_pad`` also those in ``pads`` (never the extra room
+    that ``ceil_mode`` adds)."""
 
     name = "nn.avg_pool"
     kind = Kind.ANCHOR
     operands = ("x",)
-    attrs = {"kernel": Ints(), "strides": Ints(), "pads": Ints(), "ceil_mode": Bool(False),
-             "count_include_pad": Bool(False)}
+    attrs = {"kernel": Ints(), **WINDOW_ATTRS, "ceil_mode": Bool(False), "count_include_pad": Bool(False)}
 
-    def infer(self, x, *, kernel, strides, pads, ceil_mode, count_include_pad):
+    def infer(self, x, *, kernel, strides, pads, dilations, ceil_mode, count_include_pad):
         if x.dtype not in FLOAT_DTYPES:
             raise VerifyError(f"needs a float tensor, got {x}")
-        return _pool_shape(x, kernel, strides, pads, (1,) * len(kernel), ceil_mode)
+        return _pool_shape(x, kernel, strides, pads, dilations, ceil_mode)
 
-    def evaluate(self, x, *, kernel, strides, pads, ceil_mode, count_include_pad):
-        spatial, dilations = x.shape[2:], (1,) * len(kernel)
+    def evaluate(self, x, *, kernel, strides, pads, dilations, ceil_mode, count_include_pad):
+        spatial = x.shape[2:]
         out = window_out_shape(spatial, kernel, strides, pads, dilations, ceil_mode)
         taps = tuple(range(-len(kernel), 0))
         padded = _padded(wide(x), pads, out, kernel, strides, dilations, 0.0)

@@ -20,6 +20,17 @@ def _reduced_shape(x: TensorType, axes, keepdims: bool) -> tuple[int, ...]:
     return tuple(d for i, d in enumerate(x.shape) if i not in axes)
 
 
+def _lowest(dtype: np.dtype, largest: bool):
+    """The value every element beats in a max (``largest``) or a min: what
+    a reduction over no element gives (ONNX: -inf for ReduceMax of floats)."""
+    if dtype == np.bool_:
+        return not largest
+    if dtype.kind == "f":
+        return -np.inf if largest else np.inf
+    info = np.iinfo(dtype)
+    return info.min if largest else info.max
+
+
 class _Reduce(OpDef):
     kind = Kind.REDUCE
     operands = ("x",)
@@ -73,7 +84,7 @@ class Max(_Reduce):
 
     @staticmethod
     def reduce(x, axes, keepdims):
-        return np.max(x, axis=axes, keepdims=keepdims)
+        return np.max(x, axis=axes, keepdims=keepdims, initial=_lowest(x.dtype, True))
 
 
 @register
@@ -85,7 +96,7 @@ class Min(_Reduce):
 
     @staticmethod
     def reduce(x, axes, keepdims):
-        return np.min(x, axis=axes, keepdims=keepdims)
+        return np.min(x, axis=axes, keepdims=keepdims, initial=_lowest(x.dtype, False))
 
 
 @register

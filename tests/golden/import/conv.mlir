@@ -31,7 +31,7 @@ g (float[1,2,9] x) => (float[1,2,4] y, float[1,2,5] z, float[1,2,1] g) {
 // CHECK:
 func.func @main(%x: tensor<1x2x9xf32>) -> (tensor<1x2x4xf32> {name = "y"}, tensor<1x2x5xf32> {name = "z"}, tensor<1x2x1xf32> {name = "g"}) {
   %0 = "nn.max_pool"(%x) {ceil_mode = true, dilations = [1], kernel = [3], pads = [0, 0], strides = [2]} : (tensor<1x2x9xf32>) -> tensor<1x2x4xf32> loc("MaxPool_0" : "MaxPool")
-  %1 = "nn.avg_pool"(%x) {ceil_mode = false, count_include_pad = true, kernel = [3], pads = [1, 1], strides = [2]} : (tensor<1x2x9xf32>) -> tensor<1x2x5xf32> loc("AveragePool_1" : "AveragePool")
+  %1 = "nn.avg_pool"(%x) {ceil_mode = false, count_include_pad = true, dilations = [1], kernel = [3], pads = [1, 1], strides = [2]} : (tensor<1x2x9xf32>) -> tensor<1x2x5xf32> loc("AveragePool_1" : "AveragePool")
   %2 = "reduce.mean"(%x) {axes = [2], keepdims = true} : (tensor<1x2x9xf32>) -> tensor<1x2x1xf32> loc("GlobalAveragePool_2" : "GlobalAveragePool")
   "func.return"(%0, %1, %2) : (tensor<1x2x4xf32>, tensor<1x2x5xf32>, tensor<1x2x1xf32>) -> ()
 }
@@ -44,11 +44,16 @@ g (float[1,2,8,8] x) => (y, indices) {
 // ERROR: the Indices output is not supported
 
 // -----
+// dilated average pooling (opset 19)
 <ir_version: 9, opset_import: ["" : 19]>
 g (float[1,2,8,8] x) => (y) {
   y = AveragePool <kernel_shape=[2,2], dilations=[2,2]> (x)
 }
-// ERROR: dilations [2, 2] are not supported for AveragePool
+// CHECK:
+func.func @main(%x: tensor<1x2x8x8xf32>) -> (tensor<1x2x6x6xf32> {name = "y"}) {
+  %0 = "nn.avg_pool"(%x) {ceil_mode = false, count_include_pad = false, dilations = [2, 2], kernel = [2, 2], pads = [0, 0, 0, 0], strides = [1, 1]} : (tensor<1x2x8x8xf32>) -> tensor<1x2x6x6xf32> loc("AveragePool_0" : "AveragePool")
+  "func.return"(%0) : (tensor<1x2x6x6xf32>) -> ()
+}
 
 // -----
 <ir_version: 8, opset_import: ["" : 17]>

@@ -96,11 +96,24 @@ g (float[2,3] x, float[3] s, float[3] b, float[3] m, float[3] v) => (y) {
 // ERROR: training_mode=1 is not supported
 
 // -----
+// the statistics outputs, in float32 (stash_type=1)
 <ir_version: 8, opset_import: ["" : 17]>
 g (float[2,8] x, float[8] s) => (y, mean) {
   y, mean = LayerNormalization (x, s)
 }
-// ERROR: the Mean/InvStdDev output is not supported
+// CHECK:
+func.func @main(%x: tensor<2x8xf32>, %s: tensor<8xf32>) -> (tensor<2x8xf32> {name = "y"}, tensor<2x1xf32> {name = "mean"}) {
+  %0 = "nn.layer_norm"(%x, %s) {axis = 1, epsilon = 1e-05} : (tensor<2x8xf32>, tensor<8xf32>) -> tensor<2x8xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %1 = "reduce.mean"(%x) {axes = [1], keepdims = true} : (tensor<2x8xf32>) -> tensor<2x1xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %2 = "math.sub"(%x, %1) : (tensor<2x8xf32>, tensor<2x1xf32>) -> tensor<2x8xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %3 = "math.mul"(%2, %2) : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %4 = "reduce.mean"(%3) {axes = [1], keepdims = true} : (tensor<2x8xf32>) -> tensor<2x1xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %5 = "const"() {value = dense<[1e-05]>} : () -> tensor<f32> loc("LayerNormalization_0" : "LayerNormalization")
+  %6 = "math.add"(%4, %5) : (tensor<2x1xf32>, tensor<f32>) -> tensor<2x1xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %7 = "math.sqrt"(%6) : (tensor<2x1xf32>) -> tensor<2x1xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  %8 = "math.reciprocal"(%7) : (tensor<2x1xf32>) -> tensor<2x1xf32> loc("LayerNormalization_0" : "LayerNormalization")
+  "func.return"(%0, %1) : (tensor<2x8xf32>, tensor<2x1xf32>) -> ()
+}
 
 // -----
 <ir_version: 8, opset_import: ["" : 12]>

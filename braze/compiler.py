@@ -15,10 +15,12 @@ from .targets import get_target
 
 #: What every compile runs before fusion and codegen.
 PREPARE = "canonicalize,cse,dce"
+#: bumped when generated code changes for the same IR (schedules): old cache entries stop matching
+CODEGEN_VERSION = 2
 
 
 def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
-            progress=None, cache_dir: str | None = None) -> Artifact:
+            progress=None, cache_dir: str | None = None, schedules: dict | None = None) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
@@ -27,6 +29,8 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     ``input_shapes`` binds dynamic input dimensions; ``threads`` the CPU
     threads to run with. ``progress(message)`` is called at each step. With
     ``cache_dir`` (or ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
+    ``schedules`` pins kernels' schedules: kernel name -> ``{"rule": NAME,
+    "params": {...}}`` (see ``braze kernels`` for the names).
     """
     from .frontend import import_onnx
 
@@ -34,7 +38,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     (progress or _quiet)("importing")
     module = import_onnx(model, input_shapes)
     return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
-                          started)
+                          started, schedules)
 
 
 def pipeline(level: int = 0, fusion=None) -> PassManager:
@@ -67,7 +71,8 @@ def fuse_only(model, level: int = 2, fusion=None, input_shapes=None):
 
 
 def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: int | None = None, progress=None,
-                   cache_dir: str | None = None, name: str = "model", started: float | None = None) -> Artifact:
+                   cache_dir: str | None = None, name: str = "model", started: float | None = None,
+                   schedules: dict | None = None) -> Artifact:
     """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)."""
     from .codegen import build
     from .frontend import onnx_version
@@ -81,7 +86,8 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
     ir_text = print_module(module)
     cache = runtime_cache.cache_dir(cache_dir)
     if cache:
-        settings = {"target": tgt.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version()}
+        settings = {"target": tgt.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version(),
+                    "schedules": schedules or {}, "codegen": CODEGEN_VERSION}
         key = runtime_cache.cache_key(ir_text, module.blobs, settings)
         hit = runtime_cache.lookup(cache, key)
         if hit is not None:
@@ -89,7 +95,8 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
             return hit
     say("building kernels with TVM")
     report = getattr(module, "fusion_report", None)
-    compiled = build(module, tgt, on_group_failure=lambda kernel, error: _split_group(kernel, error, report, say))
+    compiled = build(module, tgt, on_group_failure=lambda kernel, error: _split_group(kernel, error, report, say),
+                     schedules=schedules)
     if report is not None:
         report.kernels = len(compiled.kernels)
         ir_text = print_module(module)  # a group split back changes the final IR
@@ -106,8 +113,11 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
         "pipeline": str(pm),
         "inputs": [_spec(a.name, a.type) for a in func.args],
         "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
-        "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule}
+        "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule,
+                     "schedule": k.schedule, "schedule_params": k.schedule_params,
+                     "packed": sorted({p.name for p in k.packings.values()})}
                     for k in compiled.kernels],
+        "schedules": schedules or {},
         "fusion": report.to_dict() if report is not None else None,
         "compile_seconds": round(time.perf_counter() - started, 3),
     }

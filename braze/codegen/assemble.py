@@ -32,12 +32,20 @@ def assemble(module: Module, kernels: list[Kernel], primfuncs: dict[str, "tvm.ti
             env[id(v)] = relax.const(np.ascontiguousarray(data).reshape(data.shape), TVM_DTYPES[v.type.dtype])
         return env[id(v)]
 
+    def packed(k: Kernel, index: int, v: Value) -> relax.Expr:
+        packing = k.packings[index]
+        data = const_array(v.owner, module)
+        if data is None:
+            raise CodegenError(f"constant {v.owner.attributes['value']} has no data (weights not loaded)")
+        return relax.const(np.ascontiguousarray(packing.pack(np.asarray(data))), TVM_DTYPES[v.type.dtype])
+
     with bb.function("main", params):
         with bb.dataflow():
             for k in kernels:
                 gv = bb.add_func(primfuncs[k.name], k.name)
                 out = [_sinfo(v) for v in k.returns]
-                call = bb.emit(relax.call_tir(gv, [expr(v) for v in k.args], out if len(out) > 1 else out[0]))
+                args = [packed(k, i, v) if i in k.packings else expr(v) for i, v in enumerate(k.args)]
+                call = bb.emit(relax.call_tir(gv, args, out if len(out) > 1 else out[0]))
                 if len(out) == 1:
                     env[id(k.returns[0])] = call
                 else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import tvm
@@ -11,6 +12,7 @@ from ..ir import Module
 from ..targets import Target
 from .assemble import assemble, lowering_pipeline
 from .kernel import Kernel, partition, primfunc
+from .schedules import ScheduleWarning, schedule_kernel
 from .target import tvm_target
 
 
@@ -26,27 +28,38 @@ def _tvm_message(e: Exception) -> str:
     return lines[-1] if lines else type(e).__name__
 
 
-def build_kernel(kernel: Kernel, target: Target):
-    """One kernel's PrimFunc; a CodegenError naming the kernel if TVM refuses."""
+def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, scheduled: bool = True):
+    """One kernel's PrimFunc, scheduled by braze's rules (``pins`` overrides
+    the rule, see schedules.plan); a CodegenError naming the kernel if TVM
+    refuses."""
     try:
-        return primfunc(kernel)
+        if not scheduled:
+            kernel.packings, kernel.schedule = {}, "none"
+            return primfunc(kernel)
+        return schedule_kernel(kernel, target, pins)
     except BrazeError:
         raise
     except Exception as e:  # TVM raises many types; all mean "this kernel cannot be built"
         raise CodegenError(f"kernel {kernel.name} ({', '.join(kernel.nodes)}): {_tvm_message(e)}") from None
 
 
-def build(module: Module, target: Target, on_group_failure=None) -> Compiled:
+def build(module: Module, target: Target, on_group_failure=None, schedules: dict | None = None) -> Compiled:
     """Build every kernel and the executable. When a fused group's kernel
     cannot be built and ``on_group_failure(kernel, error)`` is given, it is
     called (to split the group back into single ops) and the build goes on;
-    otherwise the CodegenError propagates."""
+    otherwise the CodegenError propagates. ``schedules`` pins a kernel's
+    schedule: kernel name -> ``{"rule": NAME, "params": {...}}``."""
+    if target.kind == "cuda":  # GPU kernels: dlight's schedules and nvcc (gpu.py); not the CPU rules
+        from . import gpu
+
+        return gpu.build(module, target, on_group_failure)
+    schedules = schedules or {}
     while True:
         kernels = partition(module.main)
         primfuncs, failed = {}, False
         for k in kernels:
             try:
-                primfuncs[k.name] = build_kernel(k, target)
+                primfuncs[k.name] = build_kernel(k, target, schedules.get(k.name))
             except CodegenError as e:
                 if k.group is None or on_group_failure is None:
                     raise
@@ -54,10 +67,34 @@ def build(module: Module, target: Target, on_group_failure=None) -> Compiled:
                 failed = True
         if not failed:
             break
-    relax_mod = assemble(module, kernels, primfuncs)
     tgt = tvm_target(target)
     try:
-        executable = tvm.compile(relax_mod, target=tgt, relax_pipeline=lowering_pipeline(tgt))
-    except Exception as e:
-        raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e)}") from None
+        executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
+                                 relax_pipeline=lowering_pipeline(tgt))
+    except Exception as e:  # noqa: BLE001 -- find the kernels TVM cannot lower, build them unscheduled
+        if not _unschedule_failures(kernels, primfuncs, target, tgt):
+            raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e)}") from None
+        try:
+            executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
+                                     relax_pipeline=lowering_pipeline(tgt))
+        except Exception as e2:  # noqa: BLE001
+            raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e2)}") from None
     return Compiled(executable, kernels, target)
+
+
+def _unschedule_failures(kernels: list[Kernel], primfuncs: dict, target: Target, tgt) -> bool:
+    """Compile each scheduled kernel alone; those TVM's code generator
+    rejects get the unscheduled PrimFunc instead (with a warning). True if
+    any was replaced."""
+    replaced = False
+    for k in kernels:
+        if k.schedule in ("none", ""):
+            continue
+        try:
+            tvm.compile(tvm.IRModule({k.name: primfuncs[k.name]}), target=tgt)
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(f"kernel {k.name}: scheduled code did not compile ({_tvm_message(e)}); "
+                          "using the unscheduled kernel", ScheduleWarning, stacklevel=3)
+            primfuncs[k.name] = build_kernel(k, target, scheduled=False)
+            replaced = True
+    return replaced

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import tvm
@@ -20,7 +21,7 @@ from ..errors import CodegenError
 from ..ir import Func, Operation, Value
 from ..ir.registry import Kind, lookup
 from ..ir.types import DenseElements
-from .registry import find_lowering, wants_types
+from .registry import find_lowering, lowering_op, wants_types
 
 #: IR element type -> TVM dtype.
 TVM_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64", "i1": "bool",
@@ -45,6 +46,13 @@ class Kernel:
     #: params whose argument is a one-value constant (a scalar or a splat):
     #: compiled into the kernel as an immediate instead of passed in.
     immediates: dict[int, object] = field(default_factory=dict)
+    #: params stored in another layout (packed weights), by param index;
+    #: set by the schedule rule, applied to the constant at assembly
+    packings: dict[int, "Packing"] = field(default_factory=dict)
+    #: the schedule the kernel was built with ("gemm", "conv2d", "generic",
+    #: ...) and its parameters; set by the build
+    schedule: str = ""
+    schedule_params: dict = field(default_factory=dict)
 
     @property
     def kind(self) -> Kind:
@@ -54,6 +62,19 @@ class Kernel:
     @property
     def op_types(self) -> list[str]:
         return [op.name for op in self.ops]
+
+
+@dataclass(frozen=True)
+class Packing:
+    """A constant parameter stored in another layout, re-laid once at compile
+    time: ``pack`` maps the constant's array (numpy) to the stored one of
+    ``shape``; ``unpack`` maps the stored tensor (TE) back to a tensor of the
+    original shape, which the schedule inlines into its reader."""
+
+    name: str  # e.g. "gemm-panels-32": what the layout is
+    shape: tuple[int, ...]
+    pack: Callable[[np.ndarray], np.ndarray]
+    unpack: Callable[[te.Tensor], te.Tensor]
 
 
 def _symbol(text: str) -> str:
@@ -101,7 +122,8 @@ def _take_immediates(kernel: Kernel) -> None:
 
 
 def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
-    """The kernel's TE graph: (placeholders, outputs)."""
+    """The kernel's TE graph: (placeholders, outputs). A packed param's
+    placeholder has the packed shape, read through its ``unpack``."""
     env: dict[int, te.Tensor] = {}
     placeholders = []
     for op in kernel.ops:
@@ -113,10 +135,11 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
                 number = tvm.tirx.const(exact, dtype)
                 env[id(v)] = _filled(v.type.shape, number)
     for i, v in enumerate(kernel.params):
-        ph = te.placeholder(v.type.shape, TVM_DTYPES[v.type.dtype], name=f"p{i}")
-        env[id(v)] = ph
+        packing = kernel.packings.get(i)
+        ph = te.placeholder(packing.shape if packing else v.type.shape, TVM_DTYPES[v.type.dtype], name=f"p{i}")
+        env[id(v)] = packing.unpack(ph) if packing else ph
         placeholders.append(ph)
-    for op in kernel.ops:
+    for index, op in enumerate(kernel.ops):
         fn = find_lowering(op.name)
         where = f"{op.loc}: " if op.loc else ""
         if fn is None:
@@ -124,7 +147,8 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         attrs = lookup(op.name).normalize_attrs(op.attributes)
         if wants_types(op.name):
             attrs["out_types"] = [r.type for r in op.results]
-        out = fn(*[env[id(v)] for v in op.operands], **attrs)
+        with lowering_op(index):
+            out = fn(*[env[id(v)] for v in op.operands], **attrs)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         for r, t in zip(op.results, outs):
             shape = tuple(int(d) for d in t.shape)

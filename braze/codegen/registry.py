@@ -12,6 +12,7 @@ A lowering that needs the result types declares a keyword ``out_types``.
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 from typing import Callable
 
@@ -30,6 +31,34 @@ def lowering(*op_names: str):
         return fn
 
     return decorate
+
+
+#: the index (in its kernel) of the op being lowered; see ``anchor_attrs``
+_CURRENT_OP: contextvars.ContextVar[int] = contextvars.ContextVar("braze_current_op", default=-1)
+
+
+def anchor_attrs() -> dict:
+    """Attributes for the TE compute that is an op's main loop nest (the
+    matmul's or the conv's reduction). They become the TIR block's
+    annotations, by which the schedule rules find the op's block:
+    ``te.compute(..., attrs=anchor_attrs())``."""
+    return {"braze.anchor": _CURRENT_OP.get()}
+
+
+def lowering_op(index: int):
+    """Context: lowering the kernel's op number ``index``."""
+    return _OpScope(index)
+
+
+class _OpScope:
+    def __init__(self, index: int):
+        self.index = index
+
+    def __enter__(self):
+        self.token = _CURRENT_OP.set(self.index)
+
+    def __exit__(self, *exc):
+        _CURRENT_OP.reset(self.token)
 
 
 def find_lowering(op_name: str) -> Callable | None:

@@ -7,7 +7,7 @@ begins, then all ends), which TOPI's generic ``topi.nn.conv`` takes as is.
 
 from tvm import te, tirx, topi
 
-from ..registry import lowering
+from ..registry import anchor_attrs, lowering
 from .reduce import cast, dtype
 
 #: data layout of topi.nn.conv per number of spatial dims
@@ -28,9 +28,35 @@ def _add_bias(y: te.Tensor, bias: te.Tensor | None) -> te.Tensor:
 @lowering("nn.conv")
 def conv(x, w, bias=None, *, strides, pads, dilations, group):
     nd = len(x.shape) - 2
+    if nd == 2:
+        return cast(_add_bias(_conv2d(x, w, strides, pads, dilations, group), bias), dtype(x))
     y = topi.nn.conv(x, w, list(strides), list(pads), list(dilations), group, _LAYOUTS[nd],
                      out_dtype=_accumulator(x))
     return cast(_add_bias(y, bias), dtype(x))
+
+
+def _conv2d(x, w, strides, pads, dilations, group):
+    """NCHW convolution, grouped: the block the conv schedule rules take
+    (``conv``, with its padding as a separate ``conv_pad`` stage)."""
+    n, c, height, width = (int(d) for d in x.shape)
+    k, cg, kh, kw = (int(d) for d in w.shape)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
+    oh = (height + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if any(pads):
+        x = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], name="conv_pad")
+    acc = _accumulator(x)
+    rc = te.reduce_axis((0, cg), name="rc")
+    rh = te.reduce_axis((0, kh), name="rh")
+    rw = te.reduce_axis((0, kw), name="rw")
+    kg = k // group
+
+    def at(b, o, i, j):
+        ci = o // kg * cg + rc if group > 1 else rc
+        return te.sum(x[b, ci, i * sh + rh * dh, j * sw + rw * dw].astype(acc) * w[o, rc, rh, rw].astype(acc),
+                      axis=[rc, rh, rw])
+
+    return te.compute((n, k, oh, ow), at, name="conv", attrs=anchor_attrs())
 
 
 @lowering("nn.conv_transpose")

@@ -7,7 +7,7 @@ Convolutions: conv.py; pooling: pool.py; normalizations: norm.py.
 import numpy as np
 from tvm import te, tirx, topi
 
-from ..registry import lowering
+from ..registry import anchor_attrs, lowering
 from .reduce import accumulate, cast, dtype, filled
 
 
@@ -42,7 +42,7 @@ def matmul(a, b):
         rhs = b[(*batch_index(b_batch, outer), k, *j)]
         return te.sum(lhs.astype(acc) * rhs.astype(acc), axis=k)
 
-    return cast(te.compute(out_shape, at, name="matmul"), dtype(a))
+    return cast(te.compute(out_shape, at, name="matmul", attrs=anchor_attrs()), dtype(a))
 
 
 @lowering("nn.einsum")

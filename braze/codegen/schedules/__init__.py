@@ -1,0 +1,117 @@
+"""CPU schedule rules: how each kernel's loops are tiled, vectorized and
+spread over cores.
+
+``schedule_kernel`` turns a kernel into a scheduled PrimFunc: it picks a rule
+for each anchor op (the matmul, the conv), lets the rules pack their constant
+operands, builds the TE graph, inlines the elementwise stages, applies the
+rules and gives every block left over the generic schedule. A rule that
+fails on a kernel is reported and the kernel falls back to the generic
+schedule: a schedule is never a reason for a build to fail.
+
+One file per rule: gemm.py, conv.py (dense and depthwise), and base.py's
+generic schedule for everything else. ``RULES`` lists them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+from tvm import s_tir, te
+
+from ...errors import BrazeError
+from ..kernel import Kernel, compute
+from . import conv, gemm  # noqa: F401  (register the rules)
+from .base import RULES, Rule, Schedule, anchors, inline, schedule_generic
+
+__all__ = ["RULES", "Rule", "Choice", "plan", "schedule_kernel", "ScheduleWarning"]
+
+
+class ScheduleWarning(UserWarning):
+    """A rule could not schedule a kernel; it got the generic schedule."""
+
+
+@dataclass
+class Choice:
+    index: int  # the anchor op's index in kernel.ops
+    rule: Rule
+    params: dict
+
+
+def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
+    """The rule (and parameters) for each anchor op of ``kernel``.
+
+    ``pins`` overrides the choice: ``{"rule": NAME, "params": {...}}``; rule
+    ``"generic"`` means no rule at all."""
+    pins = pins or {}
+    wanted = pins.get("rule")
+    if wanted is not None and wanted != "generic" and wanted not in RULES:
+        raise BrazeError(f"unknown schedule rule '{wanted}' (rules: generic, {', '.join(sorted(RULES))})")
+    choices = []
+    if wanted == "generic":
+        return choices
+    for index, op in enumerate(kernel.ops):
+        for rule in RULES.values():
+            if op.name not in rule.ops or (wanted and rule.name != wanted):
+                continue
+            if not rule.applies(op, kernel, target):
+                continue
+            params = rule.defaults(op, kernel, target)
+            if params is None:
+                continue
+            params = {**params, **pins.get("params", {})}
+            choices.append(Choice(index, rule, params))
+            break
+    return choices
+
+
+def _describe(choices: list[Choice]) -> str:
+    names = list(dict.fromkeys(c.rule.name for c in choices))
+    return "+".join(names) if names else "generic"
+
+
+def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
+    """The kernel's scheduled PrimFunc. Sets ``kernel.schedule``,
+    ``kernel.schedule_params`` and ``kernel.packings``."""
+    choices = plan(kernel, target, pins)
+    try:
+        return _schedule(kernel, target, choices)
+    except BrazeError:
+        raise
+    except Exception as e:  # noqa: BLE001 -- TVM's ScheduleError and friends: fall back, say so
+        if not choices:
+            raise
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        warnings.warn(f"kernel {kernel.name}: rule {_describe(choices)} failed ({reason}); "
+                      "using the generic schedule", ScheduleWarning, stacklevel=2)
+        return _schedule(kernel, target, [])
+
+
+def _schedule(kernel: Kernel, target, choices: list[Choice]):
+    kernel.packings = {}
+    for c in choices:
+        kernel.packings.update(c.rule.packings(kernel.ops[c.index], kernel, target, c.params))
+    placeholders, outputs = compute(kernel)
+    func = te.create_prim_func(placeholders + outputs)
+    sch = Schedule(func)
+    try:
+        sch.get_sblock("root")
+    except Exception:  # noqa: BLE001 -- no block structure (an extern call such as TOPI's sort): as is
+        kernel.packings, kernel.schedule, kernel.schedule_params = {}, "extern", {}
+        return te.create_prim_func(placeholders + outputs).with_attr("global_symbol", kernel.name)
+    blocks = anchors(sch)
+    chosen = {c.index: c for c in choices}
+    inline(sch, [blocks[i] for i in chosen if i in blocks])
+    done: set[str] = set()
+    for index, c in chosen.items():
+        if index in blocks:
+            done |= c.rule.apply(sch, blocks[index], kernel.ops[index], target, c.params)
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if sch.get(block).name_hint not in done:
+            try:
+                schedule_generic(sch, block, target)
+            except s_tir.ScheduleError:
+                pass  # a primitive refused: the block keeps its plain loops
+    kernel.schedule = _describe(choices)
+    kernel.schedule_params = {kernel.ops[c.index].name + f"#{c.index}": c.params for c in choices}
+    return sch.mod["main"].with_attr("global_symbol", kernel.name)

@@ -1,0 +1,163 @@
+"""Convolutions in NCHW: a direct convolution vectorized over output
+channels (``conv2d``), and depthwise convolutions vectorized over the
+output row (``depthwise``).
+
+``conv2d``: the weights are packed once, at compile time, as
+``Wp[K / tile_k, C, R, S, tile_k]``; a tile of ``tile_k`` output channels by
+``tile_w`` output columns keeps its ``tile_k / lanes * tile_w`` accumulators
+in vector registers while (c, r, s) run, each step broadcasting ``tile_w``
+input elements and loading ``tile_k / lanes`` weight vectors. The padded
+input is materialized once (its own parallel stage); the epilogue (bias,
+residual, activation) runs on the tile while it is hot and writes rows of
+``tile_w`` contiguous outputs. Tiles spread over (n, channel blocks, rows).
+No layout change leaves the kernel: activations stay NCHW between kernels.
+
+``depthwise`` (one input channel per output channel): each task computes
+one output row segment of ``tile_w`` columns for one channel, the R x S
+taps unrolled, vectorized along the row.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from tvm import te
+
+from ...ir.registry import lookup
+from ..kernel import Packing
+from .base import Rule, blocks_under, epilogue_of, extent, lanes, register
+
+
+def _group(op) -> int:
+    return int(lookup(op.name).normalize_attrs(op.attributes)["group"])
+
+
+def _is_2d_f32(op) -> bool:
+    return len(op.operands[0].type.shape) == 4 and op.results[0].type.dtype == "f32" and all(
+        d > 0 for d in op.results[0].type.shape)
+
+
+def _divisor_at_most(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+# -- dense (group 1) -----------------------------------------------------------------------------
+
+def conv_applies(op, kernel, target) -> bool:
+    return _is_2d_f32(op) and _group(op) == 1
+
+
+def conv_defaults(op, kernel, target) -> dict | None:
+    k, ow = op.results[0].type.shape[1], op.results[0].type.shape[3]
+    v = lanes(target)
+    for tile_k, budget in ((2 * v, 12), (v, 16), (v // 2, 16)):
+        if tile_k >= 4 and k % tile_k == 0:
+            return {"tile_k": tile_k, "tile_w": _divisor_at_most(ow, budget)}
+    return None
+
+
+def _weight_param(op, kernel) -> int | None:
+    w = op.operands[1]
+    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
+        if param is w and arg.owner is not None and arg.owner.name == "const":
+            return i
+    return None
+
+
+def conv_packings(op, kernel, target, params) -> dict:
+    index = _weight_param(op, kernel)
+    if index is None:
+        return {}
+    k, c, r, s = op.operands[1].type.shape
+    kt = int(params["tile_k"])
+    if k % kt:
+        return {}
+
+    def pack(w: np.ndarray) -> np.ndarray:
+        return w.reshape(k // kt, kt, c, r, s).transpose(0, 2, 3, 4, 1)
+
+    def unpack(p: te.Tensor) -> te.Tensor:
+        return te.compute((k, c, r, s), lambda o, i, y, x: p[o // kt, i, y, x, o % kt], name="unpack_conv")
+
+    return {index: Packing(f"conv-kblocks-{kt}", (k // kt, c, r, s, kt), pack, unpack)}
+
+
+def _tile_epilogue(sch, block, at_loop, v, channels_last: bool = False):
+    """cache the block's output in registers at ``at_loop`` and run its
+    epilogue there. ``channels_last``: the accumulators are laid out
+    (n, h, w, k), so that a vector of output channels is contiguous."""
+    epi = epilogue_of(sch, block)
+    local = sch.cache_write(block, 0, "local")
+    if channels_last:
+        sch.transform_layout(block, ("write", 0), lambda n, k, h, w: (n, h, w, k))
+    sch.reverse_compute_at(local, at_loop)
+    tail = local
+    if epi is not None:
+        try:
+            sch.reverse_compute_inline(epi)
+        except Exception:  # noqa: BLE001 (ScheduleError): its own stage at the tile
+            sch.reverse_compute_at(epi, at_loop)
+            tail = epi
+    for stage in {local, tail}:
+        last = sch.get_loops(stage)[-1]
+        n = extent(sch, last)
+        if n > 1:
+            if n > v and n % v == 0:
+                _, last = sch.split(last, [None, v])
+            sch.vectorize(last)
+
+
+def conv_apply(sch, block, op, target, params) -> set[str]:
+    tile_k, tile_w = int(params["tile_k"]), int(params["tile_w"])
+    v = min(lanes(target), tile_k)
+    n, k, h, w, rc, rh, rw = sch.get_loops(block)
+    ko, kv, kl = sch.split(k, [None, tile_k // v, v])
+    wo, wi = sch.split(w, [None, tile_w])
+    sch.reorder(n, ko, h, wo, rc, rh, rw, wi, kv, kl)
+    _tile_epilogue(sch, block, wo, v, channels_last=True)
+    sch.unroll(wi)
+    sch.unroll(kv)
+    sch.vectorize(kl)
+    outer = sch.fuse(n, ko, h)
+    sch.parallel(outer)
+    sch.decompose_reduction(block, rc)
+    for b in sch.get_child_blocks(outer):
+        if sch.get(b).name_hint.endswith("_init"):
+            sch.vectorize(sch.get_loops(b)[-1])
+    return blocks_under(sch, outer)
+
+
+# -- depthwise -----------------------------------------------------------------------------------
+
+def dw_applies(op, kernel, target) -> bool:
+    x, w = op.operands[0].type.shape, op.operands[1].type.shape
+    return _is_2d_f32(op) and _group(op) == x[1] and w[1] == 1 and w[0] == x[1]
+
+
+def dw_defaults(op, kernel, target) -> dict | None:
+    ow = op.results[0].type.shape[3]
+    return {"tile_w": ow if ow <= 64 else _divisor_at_most(ow, 64)}
+
+
+def dw_apply(sch, block, op, target, params) -> set[str]:
+    tile_w = int(params["tile_w"])
+    v = lanes(target)
+    n, k, h, w, rc, rh, rw = sch.get_loops(block)
+    wo, wi = sch.split(w, [None, tile_w])
+    sch.reorder(n, k, h, wo, rc, rh, rw, wi)
+    _tile_epilogue(sch, block, wo, v)
+    sch.unroll(rh)
+    sch.unroll(rw)
+    sch.vectorize(wi)
+    outer = sch.fuse(n, k, h)
+    sch.parallel(outer)
+    sch.decompose_reduction(block, rc)
+    for b in sch.get_child_blocks(outer):
+        if sch.get(b).name_hint.endswith("_init"):
+            sch.vectorize(sch.get_loops(b)[-1])
+    return blocks_under(sch, outer)
+
+
+register(Rule("conv2d", ("nn.conv",), "NCHW convolution vectorized over output channels, packed weights",
+              conv_applies, conv_defaults, conv_apply, conv_packings))
+register(Rule("depthwise", ("nn.conv",), "depthwise convolution vectorized along the output row",
+              dw_applies, dw_defaults, dw_apply))

@@ -18,6 +18,7 @@ import numpy as np
 from tvm import tirx, topi
 
 from ..registry import lowering
+from . import fast
 from .math import const, elementwise, in_f32, is_float, libm
 
 
@@ -103,14 +104,26 @@ def softsign(x):
 
 @lowering("math.gelu")
 def gelu(x, *, approximate):
-    def erf_form(v):
-        return const(0.5, v.ty) * v * (const(1, v.ty) + tirx.erf(v * const(math.sqrt(0.5), v.ty)))
+    """0.5 x (1 + erf(x / sqrt 2)), or with tanh's approximation; f32 uses
+    the fast erf/tanh (fast.py), f64 the exact ones."""
+    def exact(t):
+        if approximate == "tanh":
+            return elementwise(lambda v: const(0.5, v.ty) * v * (const(1, v.ty) + libm("tanh", _tanh_arg(v))), t)
+        return elementwise(lambda v: const(0.5, v.ty) * v * (const(1, v.ty) + tirx.erf(v * const(math.sqrt(0.5),
+                                                                                              v.ty))), t)
 
-    def tanh_form(v):
-        inner = const(math.sqrt(2 / math.pi), v.ty) * (v + const(0.044715, v.ty) * v * v * v)
-        return const(0.5, v.ty) * v * (const(1, v.ty) + libm("tanh", inner))
+    def quick(t):
+        if approximate == "tanh":
+            inner = fast.tanh(elementwise(_tanh_arg, t))
+        else:
+            inner = fast.erf(elementwise(lambda v: v * const(math.sqrt(0.5), v.ty), t))
+        return elementwise(lambda v, g: const(0.5, v.ty) * v * (const(1, v.ty) + g), t, inner)
 
-    return in_f32(lambda t: elementwise(tanh_form if approximate == "tanh" else erf_form, t), x)
+    return exact(x) if str(x.dtype) == "float64" else in_f32(quick, x)
+
+
+def _tanh_arg(v):
+    return const(math.sqrt(2 / math.pi), v.ty) * (v + const(0.044715, v.ty) * v * v * v)
 
 
 @lowering("math.prelu")

@@ -16,6 +16,7 @@ from tvm import te, tirx, topi
 
 from ..kernel import TVM_DTYPES
 from ..registry import lowering
+from . import fast
 
 HALF = ("float16", "bfloat16")
 
@@ -196,7 +197,7 @@ def _float_unary(topi_fn):
 
 
 for _name, _fn in [("sqrt", topi.sqrt), ("exp", topi.exp), ("log", topi.log), ("sin", topi.sin),
-                   ("cos", topi.cos), ("erf", topi.erf), ("sigmoid", topi.sigmoid), ("floor", topi.floor),
+                   ("cos", topi.cos), ("erf", fast.erf_or_exact), ("sigmoid", fast.sigmoid), ("floor", topi.floor),
                    ("ceil", topi.ceil), ("round", topi.round)]:  # topi.round ties to even, as ONNX
     lowering(f"math.{_name}")(_float_unary(_fn))
 
@@ -208,7 +209,9 @@ def reciprocal(x):
 
 @lowering("math.tanh")
 def tanh(x):
-    return in_f32(lambda t: elementwise(lambda v: libm("tanh", v), t), x)
+    if str(x.dtype) == "float64":
+        return elementwise(lambda v: libm("tanh", v), x)
+    return in_f32(fast.tanh, x)
 
 
 @lowering("math.isnan")

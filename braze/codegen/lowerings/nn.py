@@ -8,7 +8,8 @@ import numpy as np
 from tvm import te, tirx, topi
 
 from ..registry import anchor_attrs, lowering
-from .reduce import accumulate, cast, dtype, filled
+from . import fast
+from .reduce import accumulate, cast, dtype, extreme, filled, reduce_over
 
 
 def _shape(t: te.Tensor) -> tuple[int, ...]:
@@ -53,7 +54,18 @@ def einsum(*inputs, equation):
 
 @lowering("nn.softmax")
 def softmax(x, *, axis):
-    return cast(topi.nn.softmax(accumulate(x), axis=axis), dtype(x))
+    """exp(x - max) / sum: max with NaN winning (reduce.extreme), the fast
+    exp for f32 (fast.py: its argument is <= 0 here)."""
+    wide = accumulate(x)
+    if dtype(wide) != "float32":
+        return cast(topi.nn.softmax(wide, axis=axis), dtype(x))
+    axis = axis % len(wide.shape)
+    top = reduce_over(wide, [axis], True, extreme(True, "float32"), "softmax_max")
+    shifted = te.compute(wide.shape, lambda *i: wide(*i) - top(*i[:axis], 0, *i[axis + 1:]), name="softmax_shift")
+    e = fast.exp(shifted)
+    total = reduce_over(e, [axis], True, te.sum, "softmax_sum")
+    y = te.compute(wide.shape, lambda *i: e(*i) / total(*i[:axis], 0, *i[axis + 1:]), name="softmax_norm")
+    return cast(y, dtype(x))
 
 
 @lowering("nn.log_softmax")

@@ -44,7 +44,10 @@ def reduce_over(x: te.Tensor, axes, keepdims: bool, reduce, name: str) -> te.Ten
                 kept.pop(0)
         return reduce(x[tuple(full)], axis=list(taps.values()))
 
-    return te.compute(shape, at, name=name)
+    # the kept dims after the last reduced one are the input's innermost:
+    # the schedule vectorizes along them (schedules/base.py)
+    trailing = len(x.shape) - 1 - max(axes) if axes else 0
+    return te.compute(shape, at, name=name, attrs={"braze.trailing": trailing})
 
 
 def worst(largest: bool, of: str):

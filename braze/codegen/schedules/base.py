@@ -86,13 +86,47 @@ def inline(sch: Schedule, anchor_blocks) -> None:
         name = sch.get(block).name_hint
         if name in anchor_names or name in outputs or not is_spatial(sch, block):
             continue
-        feeds_anchor = any(sch.get(c).name_hint in anchor_names for c in sch.get_consumers(block))
+        consumers = sch.get_consumers(block)
+        feeds_anchor = any(sch.get(c).name_hint in anchor_names for c in consumers)
         if feeds_anchor and not name.startswith("unpack"):
             continue
+        if any(_row_reduction(sch, c) for c in consumers) and _computes(sch, block):
+            continue  # computed once, vectorized, rather than per element inside a scalar reduction loop
         try:
             sch.compute_inline(block)
         except s_tir.ScheduleError:
             pass  # e.g. it feeds a reduction's init; it stays a stage
+
+
+def _row_reduction(sch: Schedule, block) -> bool:
+    """A reduction along the innermost axis (a softmax's sum): its loop
+    does not vectorize."""
+    node = sch.get(block)
+    return (not all(iv.iter_type == DATA_PAR for iv in node.iter_vars)
+            and int(node.annotations.get("braze.trailing", 0)) == 0)
+
+
+def _computes(sch: Schedule, block) -> bool:
+    """Whether the stage does arithmetic beyond moving elements (a
+    reshape/transpose/concat stage only moves them)."""
+    value = getattr(sch.get(block).body, "value", None)
+    if value is None:
+        return True
+    moving = ("BufferLoad", "Cast", "Var", "IntImm", "FloatImm")
+
+    def kind(e) -> str:
+        return type(e).__name__
+
+    def moves(e) -> bool:
+        if kind(e) in moving:
+            return True
+        if kind(e) == "Call" and getattr(e.op, "name", "") == "tirx.if_then_else":
+            return all(moves(a) for a in e.args[1:])
+        if kind(e) == "Select":
+            return moves(e.true_value) and moves(e.false_value)
+        return False
+
+    return not moves(value)
 
 
 def epilogue_of(sch: Schedule, block):
@@ -137,6 +171,13 @@ def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> 
     work = prod(extent(sch, l) for l in loops)
     if work == 0:
         return
+    trailing = int(sch.get(block).annotations.get("braze.trailing", 0))
+    if reduces and 0 < trailing < len(lead):
+        _reduce_vectorized(sch, block, lead, loops[len(lead):], trailing, target, work >= min_parallel)
+        return
+    if reduces and trailing == 0 and _row_reduce_vectorized(sch, block, lead, loops[len(lead):], target,
+                                                           work >= min_parallel):
+        return
     if reduces:
         fused = sch.fuse(*lead) if len(lead) > 1 else lead[0]
         if extent(sch, fused) > 1 and work >= min_parallel:
@@ -159,3 +200,51 @@ def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> 
         fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
         if extent(sch, fused) > 1:
             sch.parallel(fused)
+
+
+def _reduce_vectorized(sch: Schedule, block, lead, reduce_loops, trailing: int, target, parallel: bool) -> None:
+    """A reduction over an axis that is not the innermost (softmax over
+    channels, a mean over H): the innermost kept dims go inside the
+    reduction loops and are vectorized, the rest run in parallel."""
+    head, tail = lead[:-trailing], lead[-trailing:]
+    tail = sch.fuse(*tail) if len(tail) > 1 else tail[0]
+    n, vec = extent(sch, tail), lanes(target, write_dtype(sch, block))
+    if n % vec == 0 and n > vec:
+        outer, inner = sch.split(tail, [None, vec])
+        head = [*head, outer]
+    elif n <= 8 * vec:
+        inner = tail
+    else:
+        head, inner = [*head, tail], None
+    sch.reorder(*head, *reduce_loops, *([inner] if inner is not None else []))
+    if inner is not None and extent(sch, inner) > 1:
+        sch.vectorize(inner)
+    if head and parallel:
+        fused = sch.fuse(*head) if len(head) > 1 else head[0]
+        if extent(sch, fused) > 1:
+            sch.parallel(fused)
+    if inner is not None:
+        sch.decompose_reduction(block, reduce_loops[0])
+
+
+def _row_reduce_vectorized(sch: Schedule, block, lead, reduce_loops, target, parallel: bool) -> bool:
+    """A reduction along the innermost axis (softmax's max and sum, layer
+    norm's mean): ``lanes`` partial results side by side in a vector
+    (rfactor), combined at the end of each row. False if the row does not
+    split into vectors (the block is left as it was)."""
+    last = reduce_loops[-1]
+    n, vec = extent(sch, last), lanes(target, write_dtype(sch, block))
+    if vec < 2 or n % vec or n < 2 * vec:
+        return False
+    try:
+        outer, inner = sch.split(last, [None, vec])
+        rf = sch.rfactor(inner, factor_axis=len(lead))
+    except s_tir.ScheduleError:
+        return False
+    rf_loops = sch.get_loops(rf)  # the lead loops, the outer reduce loops, then the vector (now spatial)
+    sch.vectorize(rf_loops[-1])
+    fused = sch.fuse(*rf_loops[:len(lead)]) if len(lead) > 1 else rf_loops[0]
+    sch.reverse_compute_at(block, fused)
+    if parallel and extent(sch, fused) > 1:
+        sch.parallel(fused)
+    return True

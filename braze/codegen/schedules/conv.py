@@ -13,8 +13,9 @@ residual, activation) runs on the tile while it is hot and writes rows of
 No layout change leaves the kernel: activations stay NCHW between kernels.
 
 ``depthwise`` (one input channel per output channel): each task computes
-one output row segment of ``tile_w`` columns for one channel, the R x S
-taps unrolled, vectorized along the row.
+one channel: it pads that channel's plane (in cache), then each output row
+segment of ``tile_w`` columns, the R x S taps unrolled, vectorized along
+the row.
 """
 
 from __future__ import annotations
@@ -148,8 +149,21 @@ def dw_apply(sch, block, op, target, params) -> set[str]:
     sch.unroll(rh)
     sch.unroll(rw)
     sch.vectorize(wi)
-    outer = sch.fuse(n, k, h)
+    outer = sch.fuse(n, k)
     sch.parallel(outer)
+    # pad each channel's plane where it is used, while it is in cache
+    stride = int(lookup(op.name).normalize_attrs(op.attributes)["strides"][-1])
+    for producer in sch.get_producers(block):
+        if sch.get(producer).name_hint.startswith("conv_pad") and len(sch.get_consumers(producer)) == 1:
+            width = int(sch.get(producer).iter_vars[-1].dom.extent)
+            if stride > 1 and width % stride == 0:
+                # split each padded row into its stride phases, so that a strided row of taps reads contiguously
+                sch.transform_layout(producer, ("write", 0), lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride,
+                                                                                       w_ // stride))
+            sch.compute_at(producer, outer)
+            last = sch.get_loops(producer)[-1]
+            if extent(sch, last) > 1:
+                sch.vectorize(last)
     sch.decompose_reduction(block, rc)
     for b in sch.get_child_blocks(outer):
         if sch.get(b).name_hint.endswith("_init"):

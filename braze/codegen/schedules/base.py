@@ -11,6 +11,8 @@ elementwise epilogue that the inlining pass left behind it. A rule has:
   parameters fit the shapes (the op then gets the generic schedule);
 - ``packings(op, kernel, target, params)``: constant operands it wants in
   another layout (packed once at compile time), by kernel param index;
+- ``prepare(sch, block, op, target, params)`` (optional): a step that
+  must come before inlining (padding the iteration space);
 - ``apply(sch, block, op, target, params)``: the schedule itself.
 """
 
@@ -37,6 +39,9 @@ class Rule:
     defaults: Callable
     apply: Callable
     packings: Callable = field(default=lambda op, kernel, target, params: {})
+    #: ``prepare(sch, block, op, target, params)``, run before the
+    #: elementwise stages are inlined (while accesses are still plain)
+    prepare: Callable | None = None
 
 
 RULES: dict[str, Rule] = {}
@@ -129,16 +134,20 @@ def _computes(sch: Schedule, block) -> bool:
     return not moves(value)
 
 
-def epilogue_of(sch: Schedule, block):
+def epilogue_of(sch: Schedule, block, padded: bool = False):
     """The single elementwise consumer that covers ``block``'s output with
-    the same iteration space (what inlining left of the epilogue), or None."""
+    the same iteration space (what inlining left of the epilogue), or None.
+    ``padded``: the block computes a padded space; its consumer may cover
+    less of it."""
     consumers = sch.get_consumers(block)
     if len(consumers) != 1 or not is_spatial(sch, consumers[0]):
         return None
     epi = consumers[0]
     ours = [int(iv.dom.extent) for iv in sch.get(block).iter_vars if iv.iter_type == DATA_PAR]
     theirs = [int(iv.dom.extent) for iv in sch.get(epi).iter_vars]
-    return epi if ours == theirs else None
+    if ours == theirs or (padded and len(ours) == len(theirs) and all(t <= o for t, o in zip(theirs, ours))):
+        return epi
+    return None
 
 
 def write_dtype(sch: Schedule, block) -> str:

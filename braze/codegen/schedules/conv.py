@@ -127,6 +127,92 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
     return blocks_under(sch, outer)
 
 
+# -- pointwise (1x1) as a GEMM ------------------------------------------------------------------
+
+def pw_applies(op, kernel, target) -> bool:
+    if not conv_applies(op, kernel, target):
+        return False
+    attrs = lookup(op.name).normalize_attrs(op.attributes)
+    _, _, r, s = op.operands[1].type.shape
+    n, k, h, w = op.results[0].type.shape
+    return (r, s) == (1, 1) and all(x == 1 for x in attrs["strides"]) and not any(attrs["pads"]) \
+        and (h * w) % lanes(target) == 0
+
+
+def pw_defaults(op, kernel, target) -> dict | None:
+    k = op.results[0].type.shape[1]
+    v = lanes(target)
+    hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
+    tile_n = 2 * v if hw % (2 * v) == 0 else v
+    for tile_m in (8, 6, 4, 2):
+        if k % tile_m == 0:
+            return {"tile_m": tile_m, "tile_n": tile_n}
+    return None
+
+
+def pw_packings(op, kernel, target, params) -> dict:
+    index = _weight_param(op, kernel)
+    if index is None:
+        return {}
+    k, c, _, _ = op.operands[1].type.shape
+    mr = int(params["tile_m"])
+    if k % mr:
+        return {}
+
+    def pack(w: np.ndarray) -> np.ndarray:
+        return w.reshape(k // mr, mr, c).transpose(0, 2, 1)
+
+    def unpack(p: te.Tensor) -> te.Tensor:
+        return te.compute((k, c, 1, 1), lambda o, i, y, x: p[o // mr, i, o % mr], name="unpack_pointwise")
+
+    return {index: Packing(f"pointwise-rows-{mr}", (k // mr, c, mr), pack, unpack)}
+
+
+def pw_apply(sch, block, op, target, params) -> set[str]:
+    """out[n, k, hw] = sum_c W[k, c] * x[n, c, hw]: a GEMM whose columns
+    (the pixels) are contiguous in NCHW, so vectors run along the row of
+    pixels and no layout changes."""
+    tile_m, tile_n = int(params["tile_m"]), int(params["tile_n"])
+    v = min(lanes(target), tile_n)
+    width = int(op.results[0].type.shape[3])
+    epi = epilogue_of(sch, block)
+    local = sch.cache_write(block, 0, "local")
+    # one pixel axis (h * W + w) in every stage of the tile, so that a tile of
+    # pixels that crosses a row covers exactly its pixels
+    sch.transform_layout(block, ("write", 0), lambda n_, k_, h_, w_: (n_, k_, h_ * width + w_))
+    sch.transform_block_layout(block, lambda n_, k_, h_, w_, c_, r_, s_: (n_, k_, h_ * width + w_, c_, r_, s_))
+    tail = local
+    if epi is not None:
+        try:
+            sch.reverse_compute_inline(epi)
+        except Exception:  # noqa: BLE001 (ScheduleError): its own stage at the tile
+            tail = epi
+    for stage in {local, tail}:
+        sch.transform_block_layout(stage, lambda n_, k_, h_, w_: (n_, k_, h_ * width + w_))
+    n, k, hw, rc, rh, rw = sch.get_loops(block)
+    ko, ki = sch.split(k, [None, tile_m])
+    jo, jv, jl = sch.split(hw, [None, tile_n // v, v])
+    sch.reorder(n, ko, jo, rc, rh, rw, ki, jv, jl)
+    sch.reverse_compute_at(local, jo)
+    if tail is not local:
+        sch.reverse_compute_at(tail, jo)
+    for stage in {local, tail}:
+        last = sch.get_loops(stage)[-1]
+        if extent(sch, last) % v == 0 and extent(sch, last) > v:
+            _, last = sch.split(last, [None, v])
+        sch.vectorize(last)
+    sch.unroll(ki)
+    sch.unroll(jv)
+    sch.vectorize(jl)
+    outer = sch.fuse(n, ko, jo)
+    sch.parallel(outer)
+    sch.decompose_reduction(block, rc)
+    for b in sch.get_child_blocks(outer):
+        if sch.get(b).name_hint.endswith("_init"):
+            sch.vectorize(sch.get_loops(b)[-1])
+    return blocks_under(sch, outer)
+
+
 # -- depthwise -----------------------------------------------------------------------------------
 
 def dw_applies(op, kernel, target) -> bool:
@@ -171,6 +257,8 @@ def dw_apply(sch, block, op, target, params) -> set[str]:
     return blocks_under(sch, outer)
 
 
+register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",
+              pw_applies, pw_defaults, pw_apply, pw_packings))
 register(Rule("conv2d", ("nn.conv",), "NCHW convolution vectorized over output channels, packed weights",
               conv_applies, conv_defaults, conv_apply, conv_packings))
 register(Rule("depthwise", ("nn.conv",), "depthwise convolution vectorized along the output row",

@@ -1,0 +1,119 @@
+"""The CPU schedule rules keep numerics: each rule on shapes that exercise
+its edges (a partial last tile, a tile of pixels crossing a row, strides,
+channel counts that are not a multiple of the vector width, reductions
+along inner and outer axes), fused with epilogues, against onnxruntime.
+Also: which rule each kernel gets, pinning a rule, and the fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from braze.compiler import compile as braze_compile
+from onnx_check import run_ort
+
+RNG = np.random.default_rng(7)
+
+
+def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(w, n) for n, w in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _check(model, level=2, schedules=None, rtol=1e-4, atol=1e-4):
+    feeds = {i.name: RNG.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+             for i in model.graph.input}
+    art = braze_compile(model, level=level, schedules=schedules)
+    got = art.run(feeds)
+    for name, expected in run_ort(model, feeds).items():
+        np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=name)
+    return art
+
+
+def _w(*shape):
+    return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)).astype(np.float32)
+
+
+@pytest.mark.parametrize("m,k,n", [(13, 40, 64), (8, 16, 32), (1, 24, 48), (20, 32, 24)])
+def test_gemm_edges_with_epilogue(m, k, n):
+    """Rows not a multiple of the tile (padded), one row, N not a multiple of two vectors."""
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
+                    helper.make_node("Relu", ["z"], ["out"])],
+                   [("x", [1, m, k])], ["out"], {"w": _w(k, n), "b": _w(n)})
+    art = _check(model)
+    assert art.kernels[0]["schedule"] == ("gemm" if n % 8 == 0 else "generic")
+
+
+def test_batched_gemm_of_two_activations():
+    model = _model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("Softmax", ["y"], ["out"],
+                                                                                     axis=-1)],
+                   [("a", [2, 3, 17, 16]), ("b", [2, 3, 16, 32])], ["out"], {})
+    _check(model)
+
+
+@pytest.mark.parametrize("c,k,hw,kernel,stride,pad,rule", [
+    (8, 32, 12, 3, 1, 1, "conv2d"),     # 3x3: a tile of columns inside a row
+    (5, 16, 9, 3, 2, 1, "conv2d"),      # stride 2, odd width
+    (16, 24, 12, 1, 1, 0, "pointwise"),  # 1x1: 24 channels, tiles of 16 pixels crossing rows of 12
+    (32, 16, 7, 1, 1, 0, "conv2d"),     # 1x1 on 7x7: pixels not a multiple of the vector width
+    (12, 32, 8, 1, 2, 0, "conv2d"),     # strided 1x1
+])
+def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
+    out = (hw + 2 * pad - kernel) // stride + 1
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
+                                     strides=[stride, stride], pads=[pad] * 4),
+                    helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
+                   [("x", [1, c, hw, hw]), ("r", [1, k, out, out])], ["out"],
+                   {"w": _w(k, c, kernel, kernel), "b": _w(k)})
+    art = _check(model)
+    if rule == "pointwise" or art.kernels[0]["schedule"] != "generic":  # vector width decides on other hosts
+        assert art.kernels[0]["schedule"] == rule
+
+
+@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1)])
+def test_depthwise_edges(c, hw, stride):
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
+                                     pads=[1, 1, 1, 1], group=c),
+                    helper.make_node("Clip", ["y", "lo", "hi"], ["out"])],
+                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(c, 1, 3, 3), "lo": np.float32(0),
+                                                    "hi": np.float32(6)})
+    art = _check(model)
+    assert art.kernels[0]["schedule"] == "depthwise"
+
+
+@pytest.mark.parametrize("axis", [1, 2, -1])
+def test_softmax_and_reductions_along_each_axis(axis):
+    model = _model([helper.make_node("Softmax", ["x"], ["s"], axis=axis),
+                    helper.make_node("ReduceMean", ["x"], ["m"], axes=[axis], keepdims=1),
+                    helper.make_node("ReduceMax", ["x"], ["mx"], axes=[axis], keepdims=0)],
+                   [("x", [2, 16, 5, 48])], ["s", "m", "mx"], {})
+    _check(model, level=0)
+
+
+def test_elementwise_fast_math_matches():
+    """sigmoid/tanh/erf/GELU in their fast forms, over a wide range."""
+    model = _model([helper.make_node("Sigmoid", ["x"], ["a"]), helper.make_node("Tanh", ["x"], ["t"]),
+                    helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Mul", ["a", "t"], ["p"]),
+                    helper.make_node("Add", ["p", "e"], ["out"])],
+                   [("x", [3, 67])], ["out"], {})
+    art = braze_compile(model, level=2)
+    x = np.concatenate([np.linspace(-40, 40, 197, dtype=np.float32), [np.nan, np.inf, -np.inf, 0.0]]).astype(np.float32).reshape(3, 67)
+    got = art.run({"x": x})["out"]
+    expected = run_ort(model, {"x": x})["out"]
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_pinning_a_rule_and_its_parameters():
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [16, 32])], ["out"], {"w": _w(32, 64)})
+    default = _check(model)
+    name = default.kernels[0]["name"]
+    pinned = _check(model, schedules={name: {"rule": "gemm", "params": {"tile_m": 4, "tile_n": 16}}})
+    assert pinned.kernels[0]["schedule_params"] != default.kernels[0]["schedule_params"]
+    generic = _check(model, schedules={name: {"rule": "generic"}})
+    assert generic.kernels[0]["schedule"] == "generic"

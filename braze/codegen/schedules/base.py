@@ -97,6 +97,9 @@ def inline(sch: Schedule, anchor_blocks) -> None:
             continue
         if any(_row_reduction(sch, c) for c in consumers) and _computes(sch, block):
             continue  # computed once, vectorized, rather than per element inside a scalar reduction loop
+        if len(consumers) > 1 and any(not is_spatial(sch, c) for c in consumers) \
+                and (_computes(sch, block) or _selects(sch, block)):
+            continue  # read by a reduction and by others: computed (or gathered) once, not once per reader
         try:
             sch.compute_inline(block)
         except s_tir.ScheduleError:
@@ -107,7 +110,7 @@ def _row_reduction(sch: Schedule, block) -> bool:
     """A reduction along the innermost axis (a softmax's sum): its loop
     does not vectorize."""
     node = sch.get(block)
-    return (not all(iv.iter_type == DATA_PAR for iv in node.iter_vars)
+    return (not all(iv.iter_type == DATA_PAR for iv in node.iter_vars) and "braze.anchor" not in node.annotations
             and int(node.annotations.get("braze.trailing", 0)) == 0)
 
 
@@ -117,7 +120,7 @@ def _computes(sch: Schedule, block) -> bool:
     value = getattr(sch.get(block).body, "value", None)
     if value is None:
         return True
-    moving = ("BufferLoad", "Cast", "Var", "IntImm", "FloatImm")
+    moving = ("BufferLoad", "TensorLoad", "Cast", "Var", "IntImm", "FloatImm")
 
     def kind(e) -> str:
         return type(e).__name__
@@ -132,6 +135,13 @@ def _computes(sch: Schedule, block) -> bool:
         return False
 
     return not moves(value)
+
+
+def _selects(sch: Schedule, block) -> bool:
+    """Whether the stage picks between sources (a concat, a pad): inlined,
+    each vector lane gathers from every source."""
+    text = str(getattr(sch.get(block).body, "value", ""))
+    return "if_then_else" in text or "Select" in text
 
 
 def epilogue_of(sch: Schedule, block, padded: bool = False):
@@ -155,6 +165,17 @@ def write_dtype(sch: Schedule, block) -> str:
     store = sch.get(block).body  # a TE block's body is its one BufferStore
     buffer = getattr(store, "buffer", None)
     return str(buffer.dtype) if buffer is not None else "float32"
+
+
+def place_at(sch: Schedule, stage, loop) -> bool:
+    """Run ``stage`` (an epilogue) at ``loop`` if it can; it cannot when it
+    also reads what is computed elsewhere (an attention mask). Otherwise it
+    stays its own stage, for the generic schedule."""
+    try:
+        sch.reverse_compute_at(stage, loop)
+        return True
+    except s_tir.ScheduleError:
+        return False
 
 
 def blocks_under(sch: Schedule, loop) -> set[str]:

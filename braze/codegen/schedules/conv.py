@@ -25,7 +25,7 @@ from tvm import te
 
 from ...ir.registry import lookup
 from ..kernel import Packing
-from .base import Rule, blocks_under, epilogue_of, extent, lanes, register
+from .base import Rule, blocks_under, epilogue_of, extent, lanes, place_at, register
 
 
 def _group(op) -> int:
@@ -96,8 +96,7 @@ def _tile_epilogue(sch, block, at_loop, v, channels_last: bool = False):
         try:
             sch.reverse_compute_inline(epi)
         except Exception:  # noqa: BLE001 (ScheduleError): its own stage at the tile
-            sch.reverse_compute_at(epi, at_loop)
-            tail = epi
+            tail = epi if place_at(sch, epi, at_loop) else local
     for stage in {local, tail}:
         last = sch.get_loops(stage)[-1]
         n = extent(sch, last)
@@ -194,8 +193,8 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     jo, jv, jl = sch.split(hw, [None, tile_n // v, v])
     sch.reorder(n, ko, jo, rc, rh, rw, ki, jv, jl)
     sch.reverse_compute_at(local, jo)
-    if tail is not local:
-        sch.reverse_compute_at(tail, jo)
+    if tail is not local and not place_at(sch, tail, jo):
+        tail = local
     for stage in {local, tail}:
         last = sch.get_loops(stage)[-1]
         if extent(sch, last) % v == 0 and extent(sch, last) > v:

@@ -17,7 +17,7 @@ import numpy as np
 from tvm import te
 
 from ..kernel import Packing
-from .base import Rule, blocks_under, epilogue_of, extent, lanes, register
+from .base import Rule, blocks_under, epilogue_of, extent, lanes, place_at, register
 
 
 def _shapes(op):
@@ -37,7 +37,10 @@ def defaults(op, kernel, target) -> dict | None:
     v = lanes(target)
     for tile_n, tile_m in ((2 * v, 8), (v, 8), (v // 2, 8)):
         if tile_n >= 1 and n % tile_n == 0:
-            return {"tile_m": min(tile_m, m), "tile_n": tile_n}
+            tile_m = min(tile_m, m)
+            if tile_m < 4:  # few rows (a GEMV): more columns per tile, for independent accumulators
+                tile_n *= next((f for f in (4, 5, 3, 2) if n % (tile_n * f) == 0), 1)
+            return {"tile_m": tile_m, "tile_n": tile_n}
     return None
 
 
@@ -83,9 +86,9 @@ def prepare(sch, block, op, target, params) -> None:
 
 def apply(sch, block, op, target, params) -> set[str]:
     tile_m, tile_n = int(params["tile_m"]), int(params["tile_n"])
-    v = min(lanes(target), tile_n)
-    if tile_n % v:
-        raise ValueError(f"tile_n={tile_n} is not a multiple of the vector width {v}")
+    v = lanes(target)
+    while tile_n % v:  # a tile of 40 columns: five vectors of 8
+        v //= 2
     *batch, i, j, k = sch.get_loops(block)
     epi = epilogue_of(sch, block, padded=True)
     io, ii = sch.split(i, [None, tile_m])
@@ -98,8 +101,7 @@ def apply(sch, block, op, target, params) -> set[str]:
         try:
             sch.reverse_compute_inline(epi)
         except Exception:  # noqa: BLE001 (TVM's ScheduleError): keep it as its own stage at the tile
-            sch.reverse_compute_at(epi, io)
-            tail = epi
+            tail = epi if place_at(sch, epi, io) else local
     for stage in {local, tail}:
         *_, wi, wj = sch.get_loops(stage)
         if extent(sch, wj) % v == 0:

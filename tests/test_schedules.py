@@ -40,20 +40,22 @@ def _w(*shape):
     return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)).astype(np.float32)
 
 
-@pytest.mark.parametrize("m,k,n", [(13, 40, 64), (8, 16, 32), (1, 24, 48), (20, 32, 24)])
+@pytest.mark.parametrize("m,k,n", [(13, 40, 64), (8, 16, 32), (1, 24, 48), (20, 32, 24), (19, 24, 37)])
 def test_gemm_edges_with_epilogue(m, k, n):
-    """Rows not a multiple of the tile (padded), one row, N not a multiple of two vectors."""
+    """Rows not a multiple of the tile (padded), one row, N not a multiple
+    of two vectors, N a prime (columns padded)."""
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
                     helper.make_node("Relu", ["z"], ["out"])],
                    [("x", [1, m, k])], ["out"], {"w": _w(k, n), "b": _w(n)})
     art = _check(model)
-    assert art.kernels[0]["schedule"] == ("gemm" if n % 8 == 0 else "generic")
+    assert art.kernels[0]["schedule"] == "gemm"
 
 
-def test_batched_gemm_of_two_activations():
+@pytest.mark.parametrize("n", [32, 19])
+def test_batched_gemm_of_two_activations(n):
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("Softmax", ["y"], ["out"],
                                                                                      axis=-1)],
-                   [("a", [2, 3, 17, 16]), ("b", [2, 3, 16, 32])], ["out"], {})
+                   [("a", [2, 3, 17, 16]), ("b", [2, 3, 16, n])], ["out"], {})
     _check(model)
 
 

@@ -41,6 +41,8 @@ def defaults(op, kernel, target) -> dict | None:
             if tile_m < 4:  # few rows (a GEMV): more columns per tile, for independent accumulators
                 tile_n *= next((f for f in (4, 5, 3, 2) if n % (tile_n * f) == 0), 1)
             return {"tile_m": tile_m, "tile_n": tile_n}
+    if n >= v:  # columns that fill no vector evenly (ViT's 197 keys): padded (prepare)
+        return {"tile_m": min(8, m), "tile_n": 2 * v if n >= 2 * v else v}
     return None
 
 
@@ -72,15 +74,18 @@ def packings(op, kernel, target, params) -> dict:
 
 
 def prepare(sch, block, op, target, params) -> None:
-    """Rows that do not fill the last tile (ViT's 197 tokens): pad the
-    row space to a multiple of ``tile_m`` (zero rows of A, dropped from C)
-    rather than test each row inside the micro-kernel, which halves its
-    speed."""
-    m = op.results[0].type.shape[-2]
-    tile_m = int(params["tile_m"])
+    """Rows or columns that do not fill the last tile (ViT's 197 tokens):
+    pad the row (column) space to a multiple of ``tile_m`` (``tile_n``) --
+    zero rows of A (columns of B), dropped from C -- rather than test each
+    element inside the micro-kernel, which halves its speed."""
+    m, n = op.results[0].type.shape[-2:]
+    tile_m, tile_n = int(params["tile_m"]), int(params["tile_n"])
+    padding = [1] * len(sch.get(block).iter_vars)  # (batch..., i, j, k)
     if m % tile_m and m > tile_m:
-        padding = [1] * len(sch.get(block).iter_vars)
-        padding[-3] = tile_m  # (batch..., i, j, k)
+        padding[-3] = tile_m
+    if n % tile_n:
+        padding[-2] = tile_n
+    if padding != [1] * len(padding):
         sch.pad_einsum(block, padding)
 
 

@@ -214,16 +214,16 @@ def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> 
             sch.parallel(fused)
         return
     # elementwise: vectorize along the innermost dim (simple addresses),
-    # parallel over the rest; a short innermost dim is fused with its outer one
+    # parallel over the rest. Never along a fused dim: LLVM (znver5)
+    # miscompiles vectors whose lanes wrap two indices with `%`, as a fused
+    # index does once split back (a circular pad gave wrong values).
     vec = lanes(target, write_dtype(sch, block))
-    while len(lead) > 1 and extent(sch, lead[-1]) < vec:
-        lead = [*lead[:-2], sch.fuse(lead[-2], lead[-1])]
     inner = lead[-1]
     n = extent(sch, inner)
     if n > 4 * vec and n % vec == 0:
         rest, inner = sch.split(inner, [None, vec])
         lead = [*lead[:-1], rest, inner]
-    if 1 < extent(sch, inner) <= 8 * vec:  # a long odd row stays scalar
+    if 4 <= extent(sch, inner) <= 8 * vec:  # a long odd row stays scalar
         sch.vectorize(inner)
     outer = lead[:-1]
     if outer and work >= min_parallel:
@@ -236,8 +236,8 @@ def _reduce_vectorized(sch: Schedule, block, lead, reduce_loops, trailing: int, 
     """A reduction over an axis that is not the innermost (softmax over
     channels, a mean over H): the innermost kept dims go inside the
     reduction loops and are vectorized, the rest run in parallel."""
-    head, tail = lead[:-trailing], lead[-trailing:]
-    tail = sch.fuse(*tail) if len(tail) > 1 else tail[0]
+    # only the innermost kept dim is vectorized (never a fused one: see schedule_generic)
+    head, tail = lead[:-1], lead[-1]
     n, vec = extent(sch, tail), lanes(target, write_dtype(sch, block))
     if n % vec == 0 and n > vec:
         outer, inner = sch.split(tail, [None, vec])

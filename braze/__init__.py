@@ -5,6 +5,8 @@ Public API::
     module = braze.load_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     braze.PassManager.parse("canonicalize,cse,dce").run(module)
     print(module)                      # IR text
+    braze.kernels("model.onnx")        # the kernels: ops, shapes, schedule, FLOPs
+    braze.schedule_variants("model.onnx", "k10")   # one kernel under several schedules, timed
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ def __getattr__(name):  # lazy, so that `import braze` stays light
         from .passes import PassManager
 
         return PassManager
+    if name in ("kernels", "schedule_variants"):  # schedule experiments (docs/performance.md)
+        from .codegen import experiment
+
+        return getattr(experiment, name)
     raise AttributeError(name)
 
 
-__all__ = ["BrazeError", "PassManager", "load_onnx", "parse_ir"]
+__all__ = ["BrazeError", "PassManager", "kernels", "load_onnx", "parse_ir", "schedule_variants"]

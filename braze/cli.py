@@ -8,8 +8,10 @@ as one ``error:`` line with exit status 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -33,12 +35,25 @@ def write_ir(module, out: str | None) -> None:
     if out in (None, "-"):
         sys.stdout.write(text)
         return
-    tmp = f"{out}.tmp"
-    with open(tmp, "w") as f:
+    with atomic(out, "w") as f:
         f.write(text)
-    if module.blobs:
-        save_blobs(module.blobs, weights_path(out))
-    os.replace(tmp, out)
+        if module.blobs:
+            save_blobs(module.blobs, weights_path(out))
+
+
+@contextlib.contextmanager
+def atomic(path: str, mode: str):
+    """A file opened as ``PATH.tmp`` and renamed to ``path`` once written;
+    removed if writing fails, so that no partial output is ever left."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, mode) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
 
 
 def read_ir(path: str | None, weights: str | None):
@@ -109,6 +124,17 @@ def cmd_ops(args) -> int:
     return 0
 
 
+def cmd_targets(args) -> int:
+    from .targets import get_target, show
+
+    if args.show:
+        target = get_target(args.show)
+        print(json.dumps(target.descriptor(), indent=2) if args.json else show.describe(target))
+    else:
+        print(json.dumps(show.listing(), indent=2) if args.json else show.table())
+    return 0
+
+
 def cmd_passes(args) -> int:
     from .passes import available_passes
 
@@ -123,10 +149,28 @@ def _progress(enabled: bool):
     start = time.perf_counter()
 
     def say(message: str) -> None:
+        _stop_if_interrupted()
         if enabled:
             print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
 
     return say
+
+
+# Ctrl-C inside TVM's C++ code can come back as a RuntimeError (a failed kernel
+# build, which fusion rolls back and goes on from): remember it, and stop at the
+# next step, never writing an output.
+_interrupted = False
+
+
+def _on_sigint(signum, frame):
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _stop_if_interrupted() -> None:
+    if _interrupted:
+        raise KeyboardInterrupt
 
 
 def fusion_from_args(args) -> dict:
@@ -137,7 +181,7 @@ def fusion_from_args(args) -> dict:
     return {"no_fuse": items(args.no_fuse), "only_fuse": items(args.only_fuse),
             "skip_nodes": items(args.skip_nodes), "scope": args.scope or "", "switch": items(args.switch),
             "rules": args.rules or "", "max_group_size": args.max_group_size or 0,
-            "memory_limit": args.memory_limit or 0}
+            "memory_limit": args.memory_limit or 0, "tile_limit": args.tile_limit or 0}
 
 
 def compile_from_args(args):
@@ -145,13 +189,25 @@ def compile_from_args(args):
 
     return braze_compile(args.model, target=args.target, level=args.level, fusion=fusion_from_args(args),
                          input_shapes=args.input_shape, threads=getattr(args, "threads", None),
-                         progress=_progress(not args.quiet))
+                         progress=_progress(not args.quiet), schedules=schedules_from_args(args),
+                         tuning_db=getattr(args, "tuning_db", None))
+
+
+def schedules_from_args(args) -> dict | None:
+    """Pinned schedules: --schedule-file PINS.json, then each --schedule NAME=RULE[:k=v,...]."""
+    from .codegen.pins import parse_pin, read_pins
+
+    pins = dict(read_pins(args.schedule_file)) if getattr(args, "schedule_file", None) else {}
+    for text in getattr(args, "schedule", None) or []:
+        name, pin = parse_pin(text)
+        pins[name] = pin
+    return pins or None
 
 
 def cmd_explain(args) -> int:
     from .compiler import fuse_only
 
-    module, report = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape)
+    module, report = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target)
     if args.dot or args.html:
         from .passes.fusion import draw
 
@@ -167,17 +223,21 @@ def cmd_explain(args) -> int:
 
 
 def _write_text(path: str, text: str) -> None:
-    tmp = f"{path}.tmp"
-    with open(tmp, "w") as f:
+    with atomic(path, "w") as f:
         f.write(text)
-    os.replace(tmp, path)
 
 
 def cmd_compile(args) -> int:
+    from .runtime.artifact import check_output_path
+
+    check_output_path(os.path.abspath(args.output))  # before a long compile, not after
     artifact = compile_from_args(args)
+    _stop_if_interrupted()
     path = artifact.save(args.output)
     m = artifact.manifest
     print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")
+    if m.get("estimate"):
+        print(f"estimated {m['estimate']['total_us']:.2f} us on {m['estimate']['target']} (roofline; docs/targets.md)")
     return 0
 
 
@@ -196,8 +256,10 @@ def cmd_run(args) -> int:
     artifact = load(args.artifact)
     outputs = artifact.run(load_inputs(args.inputs))
     if args.output:
-        np.savez(args.output, **outputs)
-        print(f"wrote {args.output}: {', '.join(outputs)}")
+        out = args.output if args.output.endswith(".npz") else args.output + ".npz"
+        with atomic(out, "wb") as f:
+            np.savez(f, **outputs)
+        print(f"wrote {out}: {', '.join(outputs)}")
     else:
         for name, value in outputs.items():
             print(f"{name}: {value.dtype}{list(value.shape)}  min {value.min():.6g}  max {value.max():.6g}")
@@ -233,7 +295,7 @@ def _verify_groups(args, inputs):
     from .compiler import fuse_only
     from .measure import verify_groups
 
-    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape)
+    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target)
     return verify_groups(module, inputs, args.target)
 
 
@@ -264,6 +326,27 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from .codegen.tuning import tune
+
+    say = _progress(not args.quiet)
+    kernels = tuple(x.strip() for v in args.kernels or [] for x in v.split(",") if x.strip())
+    try:
+        report = tune(args.model, args.db, level=args.level, trials=args.trials, kernels=kernels,
+                      everything=args.all, fusion=fusion_from_args(args), input_shapes=args.input_shape,
+                      target=args.target, threads=args.threads, progress=lambda p: say(p.line()), say=say)
+    except KeyboardInterrupt:
+        print(f"interrupted: the trials measured so far are kept in {args.db}; "
+              "the same command resumes", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.table())
+        print(f"use it: braze compile {args.model} --level {args.level} --tuning-db {args.db} -o OUT.braze")
+    return 0
+
+
 def cmd_profile(args) -> int:
     from .measure import profile
     from .runtime import load
@@ -281,6 +364,45 @@ def cmd_profile(args) -> int:
         print(f"{t:9.3f} {100 * t / total:5.1f}%  {name}  [{', '.join(kinds[name]['ops'])}]")
     print(f"{total:9.3f} 100.0%  total over {len(rows)} kernels")
     return 0
+
+
+def cmd_kernels(args) -> int:
+    from .codegen.experiment import kernels, kernels_table
+
+    found = kernels(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, args.threads)
+    if args.sort != "order":
+        found = sorted(found, key=lambda k: -getattr(k, args.sort))
+    if args.json:
+        print(json.dumps([k.to_dict() for k in found], indent=2))
+    else:
+        print(kernels_table(found))
+    return 0
+
+
+def cmd_schedule(args) -> int:
+    from .codegen.experiment import schedule_variants
+    from .codegen.pins import parse_params, write_pins
+
+    variants = None
+    if args.rule or args.param or args.schedule_fn:
+        variants = []
+        if args.rule or args.param:
+            variants.append({"rule": args.rule, "params": parse_params(args.param)})
+        if args.schedule_fn:
+            variants.append({"function": args.schedule_fn})
+    experiment = schedule_variants(args.model, args.kernel, variants, count=args.variants, level=args.level,
+                                  fusion=fusion_from_args(args), input_shapes=args.input_shape,
+                                  target=args.target, threads=args.threads, repeat=args.repeat,
+                                  tolerance=args.tolerance, progress=_progress(not args.quiet))
+    if args.pin and experiment.fastest:
+        write_pins(args.pin, experiment.pins())
+    if args.json:
+        print(json.dumps(experiment.to_dict(), indent=2))
+    else:
+        print(experiment.table())
+        if args.pin and experiment.fastest:
+            print(f"wrote {args.pin}: {experiment.kernel.name} -> {experiment.fastest.label}")
+    return 0 if experiment.fastest else 2
 
 
 def cmd_demo(args) -> int:
@@ -325,6 +447,17 @@ def demo_model_path(name: str) -> str:
 
 
 # --- argument parsing ------------------------------------------------------------------------
+def positive_int(text: str) -> int:
+    """An argparse type: a count of at least 1 (threads, repeats)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got '{text}'")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="braze", description="A fusion compiler for ONNX models.")
     p.add_argument("--version", action="version", version=f"braze {__version__}")
@@ -347,14 +480,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--timing", action="store_true", help="print time per pass to stderr")
     s.set_defaults(fn=cmd_opt)
 
-    def compile_options(s, default_level=2):
-        s.add_argument("model", help="ONNX file")
-        s.add_argument("--target", default="cpu", help="target descriptor (default: the host cpu)")
+    def compile_options(s, default_level=2, model_help="ONNX file"):
+        s.add_argument("model", help=model_help)
+        s.add_argument("--target", default="cpu",
+                       help="a built-in target (`braze targets`) or a descriptor file (default: cpu, the host)")
         s.add_argument("--level", type=int, default=default_level, choices=range(0, 4),
                        help=f"fusion level 0-3 (default {default_level})")
         s.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
                        help="bind a graph input's shape (repeatable)")
-        s.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
+        s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
         s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
         f = s.add_argument_group("fusion controls (docs/fusion.md)")
         f.add_argument("--no-fuse", action="append", metavar="TYPES", help="op types that never join a group, e.g. Slice,Concat")
@@ -365,9 +499,23 @@ def build_parser() -> argparse.ArgumentParser:
         f.add_argument("--rules", metavar="RULES.json", help="manual fusion rules (pattern rules, explicit groups)")
         f.add_argument("--max-group-size", type=int, help="at most this many ops per group")
         f.add_argument("--memory-limit", type=int, metavar="BYTES", help="largest working set of a group")
+        f.add_argument("--tile-limit", type=int, metavar="BYTES",
+                       help="largest working tile of a group (default: an NPU target's unified buffer)")
+
+    def schedule_pins(s):
+        g = s.add_argument_group("pinned schedules (docs/performance.md)")
+        g.add_argument("--schedule", action="append", metavar="KERNEL=RULE[:k=v,...]",
+                       help="build a kernel with this schedule, e.g. k10=gemm:tile_m=4,tile_n=32 (repeatable)")
+        g.add_argument("--schedule-file", metavar="PINS.json", help="pinned schedules, e.g. from braze schedule --pin")
+
+    def tuning_db_option(s):
+        s.add_argument("--tuning-db", metavar="DIR",
+                       help="tuned schedules from `braze tune`: kernels with a record use them (docs/performance.md)")
 
     s = sub.add_parser("compile", help="ONNX model -> artifact folder")
     compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)
     s.add_argument("-o", "--output", required=True, help="artifact folder, e.g. model.braze")
     s.set_defaults(fn=cmd_compile)
 
@@ -379,6 +527,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("verify", help="compile and compare with onnxruntime")
     compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |output|max)")
     s.add_argument("--per-group", action="store_true",
@@ -388,9 +538,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("bench", help="braze vs onnxruntime latency, same inputs and threads")
     compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)
     s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
-    s.add_argument("--repeat", type=int, default=20, help="timed runs per side (default 20)")
+    s.add_argument("--repeat", type=positive_int, default=20, help="timed runs per side (default 20)")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_bench)
 
@@ -401,10 +553,44 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--html", metavar="FILE", help="write the fused graph as a self-contained HTML page")
     s.set_defaults(fn=cmd_explain)
 
+    s = sub.add_parser("kernels", help="the kernels of a model or artifact: ops, shapes, schedule, FLOPs")
+    compile_options(s, model_help="ONNX file (fused and planned, not built) or artifact folder")
+    s.add_argument("--sort", choices=("order", "flops", "bytes"), default="order",
+                   help="list order (default: execution order)")
+    s.add_argument("--json", action="store_true", help="a list of {name, ops, kind, anchor, inputs, outputs, "
+                   "schedule, schedule_params, flops, bytes, ...}")
+    s.set_defaults(fn=cmd_kernels)
+
+    s = sub.add_parser("schedule", help="build one kernel alone under several schedules; check and time each")
+    compile_options(s)
+    s.add_argument("--kernel", required=True, help="kernel name from `braze kernels` (or kN for the N-th)")
+    s.add_argument("--rule", help="schedule rule to try (gemm, conv2d, depthwise, generic, ...)")
+    s.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter, e.g. tile_m=8 (repeatable)")
+    s.add_argument("--fn", dest="schedule_fn", metavar="FILE.py:FUNC",
+                   help="your schedule function FUNC(sch, kernel, target)")
+    s.add_argument("--variants", type=int, default=5, metavar="N",
+                   help="without --rule/--param/--fn: the default, N-2 alternative tilings and generic (default 5)")
+    s.add_argument("--repeat", type=positive_int, default=10, help="timed repeats per variant; the median is shown")
+    s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |reference|)")
+    s.add_argument("--pin", metavar="PINS.json", help="write the fastest correct variant as a pins file")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(fn=cmd_schedule)
+
+    s = sub.add_parser("tune", help="tune a model's kernels with meta_schedule into a database (slow)")
+    compile_options(s)
+    s.add_argument("--db", required=True, metavar="DIR", help="tuning database folder (created; resumed if present)")
+    s.add_argument("--trials", type=int, default=64,
+                   help="measured candidates per kernel workload, counting those already in DIR (default 64)")
+    s.add_argument("--kernels", action="append", metavar="NAMES",
+                   help="tune only these kernels (names from `braze kernels`, or ONNX node names)")
+    s.add_argument("--all", action="store_true", help="also tune elementwise/injective kernels")
+    s.add_argument("--json", action="store_true", help="the summary as JSON")
+    s.set_defaults(fn=cmd_tune)
+
     s = sub.add_parser("profile", help="time per kernel of an artifact")
     s.add_argument("artifact")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
-    s.add_argument("--repeat", type=int, default=5)
+    s.add_argument("--repeat", type=positive_int, default=5)
     s.add_argument("--top", type=int, default=25, help="show the N slowest kernels")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_profile)
@@ -414,23 +600,34 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--markdown", action="store_true", help="the IR op reference table of docs/ir.md")
     s.set_defaults(fn=cmd_ops)
 
+    s = sub.add_parser("targets", help="the target descriptors (docs/targets.md)")
+    s.add_argument("--show", metavar="NAME", help="one target, field by field: a built-in name or a file")
+    s.add_argument("--json", action="store_true",
+                   help="the list as JSON; with --show, the descriptor in the format --target FILE reads")
+    s.set_defaults(fn=cmd_targets)
+
     s = sub.add_parser("passes", help="list the registered passes")
     s.set_defaults(fn=cmd_passes)
 
     s = sub.add_parser("demo", help="compile, verify and benchmark a model shipped with braze")
     s.add_argument("--model", default="mobilenetv2-tiny", help="embedded model: mobilenetv2-tiny, bert-tiny, vit-tiny")
     s.add_argument("--level", type=int, default=2, choices=range(0, 4), help="fusion level (default 2)")
-    s.add_argument("--threads", type=int, help="CPU threads (default: all cores)")
-    s.add_argument("--repeat", type=int, default=20, help="timed runs per side")
+    s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
+    s.add_argument("--repeat", type=positive_int, default=20, help="timed runs per side")
     s.set_defaults(fn=cmd_demo)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
     try:
         return args.fn(args)
     except BrazeError as e:
+        if _interrupted:
+            print("interrupted", file=sys.stderr)
+            return 130
         print(f"error: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -438,6 +635,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a path given on the command line cannot be read or written
+        if e.filename is None:
+            raise
+        name = str(e.filename).removesuffix(".tmp")  # outputs are written as NAME.tmp, then renamed
+        print(f"error: {name}: {e.strerror or e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -15,12 +15,23 @@ from .targets import get_target
 
 #: What every compile runs before fusion and codegen.
 PREPARE = "canonicalize,cse,dce"
-#: bumped when generated code changes for the same IR (schedules): old cache entries stop matching
-CODEGEN_VERSION = 2
+def codegen_fingerprint() -> str:
+    """A digest of braze's code generator sources (lowerings, schedules):
+    the compile cache's entries stop matching when the generated code would
+    change for the same IR."""
+    import hashlib
+    import pathlib
+
+    root = pathlib.Path(__file__).parent / "codegen"
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
-            progress=None, cache_dir: str | None = None, schedules: dict | None = None) -> Artifact:
+            progress=None, cache_dir: str | None = None, schedules: dict | None = None,
+            tuning_db: str | None = None) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
@@ -30,7 +41,9 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     threads to run with. ``progress(message)`` is called at each step. With
     ``cache_dir`` (or ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
     ``schedules`` pins kernels' schedules: kernel name -> ``{"rule": NAME,
-    "params": {...}}`` (see ``braze kernels`` for the names).
+    "params": {...}}`` (see ``braze kernels`` for the names). ``tuning_db``
+    is a folder written by ``braze tune``: kernels it has records for get
+    their tuned schedules (docs/performance.md).
     """
     from .frontend import import_onnx
 
@@ -38,41 +51,60 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     (progress or _quiet)("importing")
     module = import_onnx(model, input_shapes)
     return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
-                          started, schedules)
+                          started, schedules, tuning_db)
 
 
-def pipeline(level: int = 0, fusion=None) -> PassManager:
-    """The passes a compile runs: canonicalize, cse, dce, then fuse (level > 0)."""
+def pipeline(level: int = 0, fusion=None, target=None) -> PassManager:
+    """The passes a compile runs: canonicalize, cse, dce, then fuse (level > 0).
+    An Ascend-like ``target`` (a Target) bounds each group's working tile by
+    its unified buffer unless ``fusion`` sets ``tile_limit``."""
     from .passes.fusion import Fuse, FusionOptions
 
     pm = PassManager.parse(PREPARE)
     if level > 0:
         options = fusion if isinstance(fusion, FusionOptions) else FusionOptions(**dict(fusion or {}))
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(FusionOptions)}
+        if target is not None and target.npu is not None and not values["tile_limit"]:
+            values["tile_limit"] = target.npu.ub_size
         pm.passes.append(Fuse(**{**values, "level": level}))
     return pm
 
 
-def fuse_only(model, level: int = 2, fusion=None, input_shapes=None):
+def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None):
     """Import and fuse without building: (module, FusionReport). What
-    ``braze explain`` shows; needs no TVM."""
+    ``braze explain`` shows; needs no TVM for the default target. An
+    Ascend-like ``target`` limits fusion and adds each kernel's estimated
+    time to the report (``report.estimate``)."""
     from .frontend import import_onnx
     from .passes.fusion import FusionReport
 
+    tgt = None if target in (None, "cpu") else get_target(target)
     module = import_onnx(model, input_shapes)
-    pipeline(level, fusion).run(module)
+    pipeline(level, fusion, tgt).run(module)
     report = getattr(module, "fusion_report", None)
     if report is None:  # level 0: nothing fused
         from .passes.fusion.fuse import count_ops
 
         n = count_ops(module.main)
         report = FusionReport(level=0, ops_before=n, kernels=n)
+    estimate = _estimate(module, tgt)
+    if estimate is not None:
+        report.estimate = estimate.to_dict()
     return module, report
+
+
+def _estimate(module, target):
+    """The roofline estimate of every kernel on an Ascend-like target; None on others."""
+    if target is None or target.npu is None:
+        return None
+    from .targets.roofline import estimate_module
+
+    return estimate_module(module, target)
 
 
 def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: int | None = None, progress=None,
                    cache_dir: str | None = None, name: str = "model", started: float | None = None,
-                   schedules: dict | None = None) -> Artifact:
+                   schedules: dict | None = None, tuning_db: str | None = None) -> Artifact:
     """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)."""
     from .codegen import build
     from .frontend import onnx_version
@@ -80,14 +112,22 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
     say = progress or _quiet
     started = started or time.perf_counter()
     tgt = get_target(target, threads)
-    pm = pipeline(level, fusion)
+    tuned = _tuning_database(tuning_db, tgt)
+    pm = pipeline(level, fusion, tgt)
     say(f"running {pm}")
     pm.run(module)
     ir_text = print_module(module)
     cache = runtime_cache.cache_dir(cache_dir)
+    if schedules:  # checked before the build; kN names become full names
+        from .codegen.pins import check_schedules
+
+        schedules = check_schedules(module, tgt, schedules)
+        if any("function" in pin for pin in schedules.values()):
+            cache = None  # a user's schedule function can change under the same name
     if cache:
         settings = {"target": tgt.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version(),
-                    "schedules": schedules or {}, "codegen": CODEGEN_VERSION}
+                    "schedules": schedules or {}, "codegen": codegen_fingerprint(),
+                    "tuning": tuned.fingerprint() if tuned else None}
         key = runtime_cache.cache_key(ir_text, module.blobs, settings)
         hit = runtime_cache.lookup(cache, key)
         if hit is not None:
@@ -96,10 +136,13 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
     say("building kernels with TVM")
     report = getattr(module, "fusion_report", None)
     compiled = build(module, tgt, on_group_failure=lambda kernel, error: _split_group(kernel, error, report, say),
-                     schedules=schedules)
+                     schedules=schedules, tuning_db=tuned)
     if report is not None:
         report.kernels = len(compiled.kernels)
         ir_text = print_module(module)  # a group split back changes the final IR
+    estimate = _estimate(module, tgt)  # on the final module: one per built kernel, in order
+    if estimate is not None and report is not None:
+        report.estimate = estimate.to_dict()
     func = module.main
     manifest = {
         "format": FORMAT,
@@ -117,14 +160,33 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
                      "schedule": k.schedule, "schedule_params": k.schedule_params,
                      "packed": sorted({p.name for p in k.packings.values()})}
                     for k in compiled.kernels],
-        "schedules": schedules or {},
+        "schedules": _pins_record(schedules),
+        "tuning_db": None if tuned is None else {"path": tuned.path, "fingerprint": tuned.fingerprint()},
         "fusion": report.to_dict() if report is not None else None,
+        "estimate": None if estimate is None else {"target": tgt.name, "model": "roofline",
+                                                   "total_us": round(estimate.total_us, 3)},
         "compile_seconds": round(time.perf_counter() - started, 3),
     }
+    if estimate is not None:
+        for entry, k in zip(manifest["kernels"], estimate.kernels):
+            entry["estimate_us"] = round(k.estimate_us, 4)
     artifact = Artifact(manifest, ir_text, executable=compiled.executable)
     if cache:
         runtime_cache.store(cache, key, artifact)
     return artifact
+
+
+def _tuning_database(path, target):
+    """The tuning database a compile reads (None without one); a TuningError
+    if it is missing or corrupt, before any work is done."""
+    if not path:
+        return None
+    from .codegen.tuning import TuningDatabase
+    from .errors import TuningError
+
+    if target.kind != "llvm":
+        raise TuningError(f"--tuning-db applies to CPU targets; {target.name} builds with {target.kind}")
+    return TuningDatabase.open(path)
 
 
 def _split_group(kernel, error, report, say) -> None:
@@ -138,6 +200,12 @@ def _split_group(kernel, error, report, say) -> None:
         report.groups = [g for g in report.groups if g.name != name]
         report.refused.append(Refusal(kernel.nodes, "codegen_failed", kernel.rule, str(error)))
     ungroup(kernel.group)
+
+
+def _pins_record(schedules) -> dict:
+    from .codegen.pins import record
+
+    return record(schedules) if schedules else {}
 
 
 def _quiet(message: str) -> None:

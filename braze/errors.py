@@ -85,3 +85,18 @@ class ArtifactError(BrazeError):
 class InputError(BrazeError):
     """Inputs given at run time do not match the model's (name, shape, dtype)."""
 
+
+
+class TargetError(BrazeError):
+    """A target descriptor is unknown, unreadable or invalid; names the file and field."""
+
+
+class ScheduleError(BrazeError):
+    """A schedule choice is invalid: an unknown kernel or rule, a rule that does
+    not fit the kernel, a bad parameter, a pins file or schedule function that
+    cannot be read. (Not TVM's ``s_tir.ScheduleError``.)"""
+
+
+class TuningError(BrazeError):
+    """A tuning database is missing or corrupt, or a tuning run cannot start
+    (an unknown kernel, a target this machine cannot measure)."""

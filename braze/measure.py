@@ -38,13 +38,30 @@ def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:
+    """One array per input name from an ``.npz``; InputError names the file."""
+    from .errors import InputError
+
+    usage = "expected an .npz with one array per input name, e.g. from numpy.savez('in.npz', x=x)"
     try:
-        with np.load(path, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        data = np.load(path, allow_pickle=False)
     except FileNotFoundError:
-        raise BrazeError(f"{path}: no such inputs file") from None
-    except Exception as e:
-        raise BrazeError(f"{path}: not an .npz of named arrays ({e})") from None
+        raise InputError(f"{path}: no such inputs file") from None
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a directory; {usage}") from None
+    except Exception as e:  # a truncated zip, or (numpy's words for any other bytes) "pickled data"
+        reason = "unreadable" if "pickle" in str(e) else _first_line(e)
+        raise InputError(f"{path}: not an .npz file ({reason}); {usage}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise InputError(f"{path}: holds a single array, not named ones; {usage}")
+    try:
+        with data:
+            return {k: data[k] for k in data.files}
+    except Exception as e:  # a damaged member, or an object array
+        raise InputError(f"{path}: cannot read its arrays ({_first_line(e)}); {usage}") from None
+
+
+def _first_line(e: Exception) -> str:
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def ort_session(model, threads: int | None):
@@ -154,9 +171,10 @@ def _worker(kind: str, source, threads: int, inputs: dict, conn) -> None:
             arrays = artifact.check_inputs(inputs)
             import tvm
 
-            args = [tvm.runtime.tensor(a) for a in arrays]
+            device = artifact.device  # the GPU for a CUDA artifact: inputs live there, runs end with a sync
+            args = [tvm.runtime.tensor(a, device) for a in arrays]
             fn = artifact.vm["main"]
-            run = lambda: fn(*args)  # noqa: E731
+            run = lambda: (fn(*args), device.sync())  # noqa: E731
         else:
             sess = ort_session(source, threads)
             run = lambda: sess.run(None, inputs)  # noqa: E731
@@ -239,13 +257,16 @@ def profile(artifact, inputs: dict, repeat: int = 5) -> list[tuple[str, float]]:
     """(kernel, median ms) for every kernel call, in execution order."""
     import tvm
 
-    arrays = [tvm.runtime.tensor(a) for a in artifact.check_inputs(inputs)]
+    arrays = [tvm.runtime.tensor(a, artifact.device) for a in artifact.check_inputs(inputs)]
     vm = artifact.vm
+    # a GPU returns before its kernels finish: wait for each one on a CUDA artifact
+    sync = artifact.device.sync if artifact.manifest["target"].get("kind") == "cuda" else (lambda: None)
     samples: dict[str, list[float]] = {}
     order: list[str] = []
     start = {}
 
     def instrument(func, symbol, before, ret, *args):
+        sync()
         if before:
             start[symbol] = time.perf_counter()
         else:

@@ -28,14 +28,20 @@ def _tvm_message(e: Exception) -> str:
     return lines[-1] if lines else type(e).__name__
 
 
-def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, scheduled: bool = True):
+def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, scheduled: bool = True,
+                 tuned=None):
     """One kernel's PrimFunc, scheduled by braze's rules (``pins`` overrides
     the rule, see schedules.plan); a CodegenError naming the kernel if TVM
-    refuses."""
+    refuses. ``tuned`` (a tuning.TuningDatabase) gives an unpinned kernel
+    its tuned schedule when the database has a record for it."""
     try:
         if not scheduled:
             kernel.packings, kernel.schedule = {}, "none"
             return primfunc(kernel)
+        if tuned is not None and not pins:
+            func = tuned.schedule(kernel, target)
+            if func is not None:
+                return func
         return schedule_kernel(kernel, target, pins)
     except BrazeError:
         raise
@@ -43,12 +49,15 @@ def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, sched
         raise CodegenError(f"kernel {kernel.name} ({', '.join(kernel.nodes)}): {_tvm_message(e)}") from None
 
 
-def build(module: Module, target: Target, on_group_failure=None, schedules: dict | None = None) -> Compiled:
+def build(module: Module, target: Target, on_group_failure=None, schedules: dict | None = None,
+          tuning_db=None) -> Compiled:
     """Build every kernel and the executable. When a fused group's kernel
     cannot be built and ``on_group_failure(kernel, error)`` is given, it is
     called (to split the group back into single ops) and the build goes on;
     otherwise the CodegenError propagates. ``schedules`` pins a kernel's
-    schedule: kernel name -> ``{"rule": NAME, "params": {...}}``."""
+    schedule: kernel name -> ``{"rule": NAME, "params": {...}}``; ``tuning_db``
+    (a tuning.TuningDatabase) gives the kernels it has records for their
+    tuned schedules."""
     if target.kind == "cuda":  # GPU kernels: dlight's schedules and nvcc (gpu.py); not the CPU rules
         from . import gpu
 
@@ -59,7 +68,7 @@ def build(module: Module, target: Target, on_group_failure=None, schedules: dict
         primfuncs, failed = {}, False
         for k in kernels:
             try:
-                primfuncs[k.name] = build_kernel(k, target, schedules.get(k.name))
+                primfuncs[k.name] = build_kernel(k, target, schedules.get(k.name), tuned=tuning_db)
             except CodegenError as e:
                 if k.group is None or on_group_failure is None:
                     raise

@@ -2,18 +2,28 @@
 
 from __future__ import annotations
 
-import functools
-
 import tvm
 
 from ..targets import Target
+from ..targets.detect import cores, llvm_cpu
 
 
-@functools.cache
 def host_cpu_name() -> str:
     # "native" is silently "generic" in TVM 0.27: ask LLVM for the host's name.
-    return tvm.target.codegen.llvm_get_system_cpu()
+    return llvm_cpu()
 
 
 def tvm_target(target: Target) -> tvm.target.Target:
+    """The TVM target kernels are built for. A CUDA target carries its host
+    (the CPU that runs the VM and launches kernels) and the GPU's limits,
+    which dlight's rules size their thread blocks by."""
+    if target.kind == "cuda":
+        gpu = target.cuda
+        host = {"kind": "llvm", "mcpu": target.mcpu, "num-cores": cores()}
+        return tvm.target.Target({"kind": "cuda", "arch": gpu.arch,
+                                  "max_threads_per_block": gpu.max_threads_per_block,
+                                  "max_shared_memory_per_block": gpu.max_shared_memory_per_block,
+                                  "thread_warp_size": gpu.warp_size,
+                                  "registers_per_block": gpu.registers_per_block,
+                                  "l2_cache_size_bytes": gpu.l2_bytes}, host=host)
     return tvm.target.Target({"kind": target.kind, "mcpu": target.mcpu, "num-cores": target.num_cores})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -19,6 +20,7 @@ from .quiet import tvm_scope_logs_filtered
 
 FORMAT = 1
 LIB, MANIFEST, IR = "lib.so", "manifest.json", "model.mlir"
+REBUILD = "rebuild it with `braze compile`"
 
 
 def tvm_version() -> str:
@@ -65,20 +67,45 @@ class Artifact:
             from .threads import apply_threads
 
             apply_threads(self.manifest.get("threads"))
+            # a CUDA artifact's kernels run on the GPU, its VM on the CPU
+            devices = [self.device, tvm.cpu()] if self._on_gpu else self.device
+            if self._on_gpu:
+                from ..targets import mismatch
+
+                problem = mismatch(self.manifest["target"])
+                if problem:
+                    raise ArtifactError(f"cannot run a model built for {self.manifest['target']['name']} "
+                                        f"{problem}")
             with tvm_scope_logs_filtered():
-                self._vm = relax.VirtualMachine(self._library(), tvm.cpu())
+                self._vm = relax.VirtualMachine(self._library(), devices)
         return self._vm
+
+    @property
+    def device(self):
+        """Where the kernels run: the first CUDA GPU for a CUDA target, else the CPU."""
+        import tvm
+
+        return tvm.cuda(0) if self._on_gpu else tvm.cpu()
+
+    @property
+    def _on_gpu(self) -> bool:
+        return self.manifest.get("target", {}).get("kind") == "cuda"
 
     def _library(self):
         import tvm
 
         if self._executable is not None:
             return self._executable
+        key = _library_key(self._lib_path, self.manifest.get("lib_sha256"))
+        if key in _LIBRARIES:
+            return _LIBRARIES[key]
         try:
-            return tvm.runtime.load_module(self._lib_path)
+            library = tvm.runtime.load_module(self._lib_path)
         except Exception as e:
             raise ArtifactError(f"{self._lib_path}: the compiled library is corrupt and cannot be "
                                 f"loaded ({_first_line(e)}); rebuild it with `braze compile`") from None
+        _LIBRARIES[key] = library
+        return library
 
     def check_inputs(self, inputs: dict) -> list[np.ndarray]:
         names = [i["name"] for i in self.inputs]
@@ -104,7 +131,7 @@ class Artifact:
     def _call(self, arrays: list[np.ndarray]):
         import tvm
 
-        return self.vm["main"](*[tvm.runtime.tensor(a) for a in arrays])
+        return self.vm["main"](*[tvm.runtime.tensor(a, self.device) for a in arrays])
 
     def run(self, inputs: dict) -> dict[str, np.ndarray]:
         result = self._call(self.check_inputs(inputs))
@@ -116,24 +143,34 @@ class Artifact:
         arrays = self.check_inputs(inputs)
         import tvm
 
-        args = [tvm.runtime.tensor(a) for a in arrays]
+        device = self.device
+        args = [tvm.runtime.tensor(a, device) for a in arrays]
         main = self.vm["main"]
         for _ in range(warmup):
             main(*args)
+        device.sync()
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
             main(*args)
+            device.sync()  # a GPU returns before its kernels finish
             times.append(time.perf_counter() - t0)
         return times
 
     # --- saving and loading ------------------------------------------------------------------
     def save(self, path: str) -> str:
-        """Write the artifact to ``path`` atomically (a temporary folder renamed at the end)."""
+        """Write the artifact to ``path`` atomically: a temporary folder beside it,
+        renamed at the end. An existing artifact there is replaced; any other file
+        or folder is left alone (ArtifactError)."""
         path = os.path.abspath(path)
         parent = os.path.dirname(path)
-        os.makedirs(parent, exist_ok=True)
-        tmp = tempfile.mkdtemp(prefix=".braze-", dir=parent)
+        check_output_path(path)
+        try:
+            os.makedirs(parent, exist_ok=True)
+            _remove_stale_temps(parent)
+            tmp = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent)
+        except OSError as e:
+            raise ArtifactError(f"{path}: cannot write the artifact here ({e.strerror or e})") from None
         try:
             if self._executable is not None:
                 with tvm_scope_logs_filtered():
@@ -149,34 +186,82 @@ class Artifact:
             if os.path.isdir(path):
                 shutil.rmtree(path)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as e:
             shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, OSError):
+                raise ArtifactError(f"{path}: cannot write the artifact ({e.strerror or e})") from None
             raise
         return path
+
+
+#: Temporary folders of unfinished saves: ``.braze-PID-XXXX`` beside the artifact.
+TEMP_PREFIX = ".braze-"
+
+
+def check_output_path(path: str) -> None:
+    """Only an artifact (a folder with a manifest) or an empty folder may be overwritten."""
+    if os.path.isdir(path):
+        if os.listdir(path) and not os.path.isfile(os.path.join(path, MANIFEST)):
+            raise ArtifactError(f"{path}: exists and is not a braze artifact; refusing to replace it "
+                                "(choose another output path or remove the folder)")
+    elif os.path.lexists(path):
+        raise ArtifactError(f"{path}: exists and is a file, not an artifact folder; choose another output path")
+
+
+def _remove_stale_temps(parent: str) -> None:
+    """Remove the temporary folders of saves whose process died (killed mid-way);
+    a live process's folder is left alone."""
+    for name in os.listdir(parent):
+        m = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d+)-\w+", name)
+        if m and not _alive(int(m.group(1))):
+            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def load(path: str, check_target: bool = True) -> Artifact:
     """Load an artifact folder; ArtifactError if it is corrupt or mismatched."""
     path = os.fspath(path)
     if not os.path.isdir(path):
-        raise ArtifactError(f"{path}: no such artifact (expected a folder written by `braze compile`)")
+        what = "is a file, not an artifact" if os.path.exists(path) else "no such artifact"
+        raise ArtifactError(f"{path}: {what} (expected a folder written by `braze compile`)")
     try:
         with open(os.path.join(path, MANIFEST)) as f:
             manifest = json.load(f)
         with open(os.path.join(path, IR)) as f:
             ir_text = f.read()
     except FileNotFoundError as e:
-        raise ArtifactError(f"{path}: incomplete artifact, {os.path.basename(e.filename)} is missing") from None
+        raise ArtifactError(f"{path}: incomplete artifact, {os.path.basename(e.filename)} is missing; "
+                            f"{REBUILD}") from None
     except (ValueError, UnicodeDecodeError) as e:
-        raise ArtifactError(f"{path}: corrupt manifest.json ({e})") from None
+        raise ArtifactError(f"{path}: corrupt manifest.json ({e}); {REBUILD}") from None
     if not os.path.isfile(os.path.join(path, LIB)):
-        raise ArtifactError(f"{path}: incomplete artifact, {LIB} is missing")
+        raise ArtifactError(f"{path}: incomplete artifact, {LIB} is missing; {REBUILD}")
     check_manifest(manifest, path, check_target)
     lib = os.path.join(path, LIB)
     if manifest.get("lib_sha256") not in (None, _sha256(lib)):
         raise ArtifactError(f"{lib}: the compiled library is corrupt (its SHA-256 differs from the manifest's); "
                             "rebuild it with `braze compile`")
     return Artifact(manifest, ir_text, lib_path=lib)
+
+
+#: Libraries loaded by this process. TVM never frees a loaded library's executable
+#: (its weights stay in memory), so loading the same artifact again reuses it
+#: instead of holding a second copy.
+_LIBRARIES: dict[tuple, object] = {}
+
+
+def _library_key(path: str, digest: str | None) -> tuple:
+    st = os.stat(path)
+    return (os.path.realpath(path), digest or (st.st_size, st.st_mtime_ns))
 
 
 def _sha256(path: str) -> str:
@@ -189,18 +274,26 @@ def _sha256(path: str) -> str:
 
 def check_manifest(manifest: dict, path: str, check_target: bool) -> None:
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-        raise ArtifactError(f"{path}: not a braze artifact of format {FORMAT}")
-    rebuild = "rebuild it with `braze compile`"
+        raise ArtifactError(f"{path}: not a braze artifact of format {FORMAT}; {REBUILD}")
+    rebuild = REBUILD
+    for key, kind in (("inputs", list), ("outputs", list), ("kernels", list), ("target", dict)):
+        if not isinstance(manifest.get(key), kind):
+            raise ArtifactError(f"{path}: corrupt manifest.json ('{key}' is missing or not a {kind.__name__}); "
+                                f"{rebuild}")
+    for spec in manifest["inputs"] + manifest["outputs"]:
+        if not (isinstance(spec, dict) and {"name", "shape", "dtype"} <= set(spec)):
+            raise ArtifactError(f"{path}: corrupt manifest.json (an input or output lacks name, shape "
+                                f"or dtype: {spec!r}); {rebuild}")
     for key, have in (("braze", __version__), ("tvm", tvm_version())):
         if manifest.get(key) != have:
             raise ArtifactError(f"{path}: built with {key} {manifest.get(key)}, this is {key} {have}; {rebuild}")
     if check_target:
-        from ..targets import host_cpu
+        from ..targets import mismatch
 
-        want, host = manifest.get("target", {}), host_cpu()
-        if want.get("kind") != host.kind or want.get("mcpu") != host.mcpu:
-            raise ArtifactError(f"{path}: built for target {want.get('name')} ({want.get('kind')} "
-                                f"{want.get('mcpu')}), this machine is {host.kind} {host.mcpu}; {rebuild}")
+        want = manifest.get("target", {})
+        problem = mismatch(want)
+        if problem:
+            raise ArtifactError(f"{path}: built for target {want.get('name')} {problem}; {rebuild}")
 
 
 def _first_line(e: Exception) -> str:

@@ -1,41 +1,188 @@
-"""Target descriptors. Today: the host CPU (detected). Descriptor files for
-CUDA and Ascend-like NPUs come with the targets issue."""
+"""Targets: what braze compiles for, described by data (docs/targets.md).
+
+A target is a descriptor file (``braze/targets/*.json``, or a user's file of
+the same format) plus this loader. Built in: ``cpu`` (the host, detected),
+``cuda-sm80`` / ``cuda-sm90`` (NVIDIA GPUs) and the Ascend-like NPUs
+``ascend910b-like`` / ``ascend310p-like``. ``get_target(name_or_path)``
+gives a ``Target``; ``available()`` the built-in names.
+
+Every ``Target`` has the fields codegen reads on any family: ``kind`` (the
+TVM target kind kernels are built with), ``mcpu`` (the host CPU), and the
+sizes a schedule tiles for: ``num_cores``, ``vector_bits``, ``l1d_bytes``,
+``l2_bytes``, ``l3_bytes``. An Ascend-like target builds for the host (a
+functional emulator), so those are the host's; its chip is ``npu``.
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import asdict, dataclass
+import json
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
-from ..errors import BrazeError
+from ..errors import TargetError
+from . import detect
+from .descriptor import DETECT, FAMILIES, CpuSpec, CudaSpec, NpuSpec, parse_descriptor
+
+HERE = Path(__file__).parent
+#: The order `braze targets` lists families in.
+_FAMILY_ORDER = ("cpu", "cuda", "ascend")
 
 
 @dataclass(frozen=True)
 class Target:
-    """What to compile for: ``kind`` is the TVM target kind, ``mcpu`` the LLVM
-    CPU name (detected for the host), ``num_cores`` the thread pool size."""
+    """What to compile for. ``kind`` is the TVM target kind the kernels are
+    built with (``llvm`` or ``cuda``), ``mcpu`` the LLVM name of the host CPU,
+    ``num_cores`` the parallel units a schedule spreads work over (CPU
+    threads; a GPU's SMs), ``family`` the descriptor's (``cpu``, ``cuda``,
+    ``ascend``); ``cuda``/``npu`` hold the device's own fields."""
 
     name: str
     kind: str
     mcpu: str
     num_cores: int
+    family: str = "cpu"
+    vector_bits: int = 128
+    l1d_bytes: int = detect.DEFAULT_CACHES["l1d_bytes"]
+    l2_bytes: int = detect.DEFAULT_CACHES["l2_bytes"]
+    l3_bytes: int = detect.DEFAULT_CACHES["l3_bytes"]
+    description: str = ""
+    cuda: CudaSpec | None = None
+    npu: NpuSpec | None = None
 
     def to_dict(self) -> dict:
+        """Every field (the manifest's ``target``); ``from_dict`` reads it back."""
         return asdict(self)
 
     @staticmethod
     def from_dict(data: dict) -> "Target":
-        return Target(**data)
+        data = dict(data)
+        specs = {"cuda": CudaSpec, "npu": NpuSpec}
+        for key, cls in specs.items():
+            if data.get(key) is not None:
+                data[key] = cls(**data[key])
+        names = {f.name for f in fields(Target)}
+        return Target(**{k: v for k, v in data.items() if k in names})
+
+    def descriptor(self) -> dict:
+        """The descriptor file of this target (what ``--target FILE`` reads);
+        a CPU's detected fields are written out as found."""
+        key, _ = FAMILIES[self.family]
+        if self.family == "cpu":
+            section = {f.name: getattr(self, f.name) for f in fields(CpuSpec)}
+        else:
+            section = asdict(getattr(self, key))
+        return {"name": self.name, "family": self.family, "description": self.description, key: section}
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.kind == "cuda"
 
 
-def host_cpu(threads: int | None = None) -> Target:
-    from ..codegen.target import host_cpu_name
+# --- loading -------------------------------------------------------------------------
+def available() -> list[str]:
+    """The built-in descriptors' names: the CPU, the GPUs, then the NPUs."""
+    found = []
+    for path in sorted(HERE.glob("*.json")):
+        try:
+            family = json.loads(path.read_text()).get("family", "")
+        except (OSError, ValueError):
+            family = ""
+        rank = _FAMILY_ORDER.index(family) if family in _FAMILY_ORDER else len(_FAMILY_ORDER)
+        found.append((rank, path.stem))
+    return [name for _, name in sorted(found)]
 
-    return Target("cpu", "llvm", host_cpu_name(), threads or os.cpu_count() or 1)
+
+def read_descriptor(spec: str) -> tuple[dict, str]:
+    """(JSON data, where it came from) for a built-in name or a file path."""
+    path = Path(spec)
+    builtin = HERE / f"{spec}.json"
+    if "/" not in spec and "\\" not in spec and not spec.endswith(".json") and builtin.is_file():
+        path = builtin
+    elif not path.is_file():
+        if spec.endswith(".json") or "/" in spec:
+            raise TargetError(f"target file {spec}: no such file")
+        raise TargetError(f"unknown target '{spec}' (built in: {', '.join(available())}; "
+                          "or give a descriptor file, see `braze targets --show NAME --json`)")
+    where = path.name if path.parent == HERE else str(path)
+    try:
+        return json.loads(path.read_text()), where
+    except OSError as e:
+        raise TargetError(f"target file {where}: cannot read it ({e.strerror})") from None
+    except ValueError as e:
+        raise TargetError(f"target file {where}: not valid JSON ({e})") from None
+
+
+def from_descriptor(data: dict, where: str = "<descriptor>", threads: int | None = None) -> Target:
+    """A Target from descriptor JSON; TargetError naming the bad field."""
+    name, family, description, section = parse_descriptor(data, where)
+    host = _host(threads)
+    common = {"name": name, "family": family, "description": description}
+    if family == "cpu":
+        found = {k: (host[k] if v == DETECT else v) for k, v in section.items()}
+        if threads:
+            found["num_cores"] = threads
+        return Target(kind="llvm", **common, **found)
+    if family == "cuda":
+        gpu = CudaSpec(**section)
+        # Kernels run on the GPU; host code on the CPU. The sizes are the GPU's:
+        # a warp of 32-bit lanes, shared memory as the closest level, its L2.
+        return Target(kind="cuda", mcpu=host["mcpu"], num_cores=gpu.sm_count,
+                      vector_bits=32 * gpu.warp_size, l1d_bytes=gpu.max_shared_memory_per_block,
+                      l2_bytes=gpu.l2_bytes, l3_bytes=0, cuda=gpu, **common)
+    # An Ascend-like target runs as a functional emulator on the host: kernels
+    # are tuned for the host; the chip drives fusion and the estimates.
+    return Target(kind="llvm", npu=NpuSpec(**section), **common, **host)
+
+
+def _host(threads: int | None) -> dict:
+    found = detect.host()
+    if threads:
+        found["num_cores"] = threads
+    return found
 
 
 def get_target(spec="cpu", threads: int | None = None) -> Target:
+    """A Target from a Target, a built-in name (``cpu``, ``cuda-sm90``,
+    ``ascend910b-like``...), or a descriptor file's path."""
     if isinstance(spec, Target):
         return spec
-    if spec in ("cpu", "llvm", None):
-        return host_cpu(threads)
-    raise BrazeError(f"unknown target '{spec}' (available: cpu)")
+    if spec in (None, "llvm"):
+        spec = "cpu"
+    if isinstance(spec, dict):
+        return from_descriptor(spec, "<descriptor>", threads)
+    if not isinstance(spec, str):
+        raise TargetError(f"a target is a name or a descriptor file, got {type(spec).__name__}")
+    data, where = read_descriptor(spec)
+    return from_descriptor(data, where, threads)
+
+
+def host_cpu(threads: int | None = None) -> Target:
+    """The machine braze runs on."""
+    return get_target("cpu", threads)
+
+
+def mismatch(built: dict) -> str | None:
+    """Why this machine cannot run code built for ``built`` (a manifest's
+    ``target``), as "(what it needs), what this machine is"; None if it can."""
+    host = detect.llvm_cpu()
+    kind = built.get("kind")
+    if kind not in ("llvm", "cuda") or built.get("mcpu") != host:
+        return f"({kind} {built.get('mcpu')}), this machine is llvm {host}"
+    if kind == "cuda":
+        arch = (built.get("cuda") or {}).get("arch", "?")
+        have = detect.gpu_arch()
+        if have is None:
+            return f"(CUDA {arch}), this machine has no CUDA GPU; run it on one, or build for --target cpu"
+        if not _runs_on(arch, have):
+            return f"(CUDA {arch}), this machine's GPU is {have}"
+    return None
+
+
+def _runs_on(built: str, have: str) -> bool:
+    """Compiled GPU code runs on the same major compute capability, same or newer minor."""
+    b, h = built[3:].rstrip("abf"), have[3:].rstrip("abf")
+    return b[:-1] == h[:-1] and h[-1:] >= b[-1:]
+
+
+__all__ = ["CpuSpec", "CudaSpec", "NpuSpec", "Target", "available", "from_descriptor", "get_target",
+           "host_cpu", "mismatch", "read_descriptor"]

@@ -19,10 +19,11 @@ from dataclasses import dataclass
 
 from tvm import s_tir, te
 
-from ...errors import BrazeError
+from ...errors import BrazeError, ScheduleError
 from ..kernel import Kernel, compute
 from . import conv, gemm  # noqa: F401  (register the rules)
 from .base import RULES, Rule, Schedule, anchors, inline, schedule_generic
+from .user import describe, schedule_with
 
 __all__ = ["RULES", "Rule", "Choice", "plan", "schedule_kernel", "ScheduleWarning"]
 
@@ -42,13 +43,14 @@ def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
     """The rule (and parameters) for each anchor op of ``kernel``.
 
     ``pins`` overrides the choice: ``{"rule": NAME, "params": {...}}``; rule
-    ``"generic"`` means no rule at all."""
+    ``"generic"`` means no rule at all; ``{"function": F}`` is a user's
+    schedule function (schedules/user.py), which takes no rule."""
     pins = pins or {}
     wanted = pins.get("rule")
     if wanted is not None and wanted != "generic" and wanted not in RULES:
-        raise BrazeError(f"unknown schedule rule '{wanted}' (rules: generic, {', '.join(sorted(RULES))})")
+        raise ScheduleError(f"unknown schedule rule '{wanted}' (rules: generic, {', '.join(sorted(RULES))})")
     choices = []
-    if wanted == "generic":
+    if wanted == "generic" or pins.get("function") is not None:
         return choices
     for index, op in enumerate(kernel.ops):
         for rule in RULES.values():
@@ -74,15 +76,19 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
     """The kernel's scheduled PrimFunc. Sets ``kernel.schedule``,
     ``kernel.schedule_params`` and ``kernel.packings``."""
     choices = plan(kernel, target, pins)
+    function = (pins or {}).get("function")
     try:
+        if function is not None:
+            return schedule_with(kernel, target, function)
         return _schedule(kernel, target, choices)
     except BrazeError:
         raise
     except Exception as e:  # noqa: BLE001 -- TVM's ScheduleError and friends: fall back, say so
-        if not choices:
+        if not choices and function is None:
             raise
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        warnings.warn(f"kernel {kernel.name}: rule {_describe(choices)} failed ({reason}); "
+        what = f"rule {_describe(choices)}" if function is None else f"function {describe(function)}"
+        warnings.warn(f"kernel {kernel.name}: {what} failed ({reason}); "
                       "using the generic schedule", ScheduleWarning, stacklevel=2)
         return _schedule(kernel, target, [])
 
@@ -101,6 +107,9 @@ def _schedule(kernel: Kernel, target, choices: list[Choice]):
         return te.create_prim_func(placeholders + outputs).with_attr("global_symbol", kernel.name)
     blocks = anchors(sch)
     chosen = {c.index: c for c in choices}
+    for index, c in chosen.items():  # before inlining: e.g. padding the iteration space
+        if index in blocks and c.rule.prepare is not None:
+            c.rule.prepare(sch, blocks[index], kernel.ops[index], target, c.params)
     inline(sch, [blocks[i] for i in chosen if i in blocks])
     done: set[str] = set()
     for index, c in chosen.items():

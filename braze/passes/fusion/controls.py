@@ -3,7 +3,8 @@
 Every control is a field of ``FusionOptions`` (and so an option of the
 ``fuse`` pass): ``no_fuse`` / ``only_fuse`` (op types, ONNX or braze),
 ``skip_nodes`` (ONNX node names), ``scope``, ``switch`` (rules on/off, with
-``ALL`` as the default), ``max_group_size`` and ``memory_limit``. Two also
+``ALL`` as the default), ``max_group_size``, ``memory_limit`` and
+``tile_limit``. Two also
 live in the IR text, so that a script can mark ops by editing it:
 ``braze.no_fuse = true`` and ``braze.fusion_scope = "label"``.
 """
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping
 
-from ...errors import FusionRuleError
+from ...errors import FusionRuleError, PassError
 from ...ir import Operation
 from .graph import Graph, node_name
 
@@ -30,6 +31,9 @@ class FusionOptions:
     rule) or paths to JSON files ``{"ALL": "on", "attention": "off"}``; a
     mapping is accepted from Python. ``rules`` is a JSON file of manual rules.
     ``max_group_size`` (ops) and ``memory_limit`` (bytes) are 0 when unlimited.
+    ``tile_limit`` (bytes, 0: unlimited) bounds a group's working tile, the
+    on-chip buffer one tile of it needs (tile.py); an Ascend-like target sets
+    it to its unified buffer.
     """
 
     level: int = 2
@@ -41,6 +45,7 @@ class FusionOptions:
     rules: str = ""
     max_group_size: int = 0
     memory_limit: int = 0
+    tile_limit: int = 0
 
     def __post_init__(self):
         # From Python, lists and dicts are natural; keep the fields hashable
@@ -53,7 +58,11 @@ class FusionOptions:
             switch = tuple(f"{k}={_on_off(v)}" for k, v in switch.items())
         object.__setattr__(self, "switch", (switch,) if isinstance(switch, str) else tuple(switch))
         if not 0 <= self.level <= 3:
-            raise ValueError(f"fusion level must be 0 to 3, got {self.level}")
+            raise PassError(f"pass 'fuse': fusion level must be 0 to 3, got {self.level}")
+        for key in ("max_group_size", "memory_limit", "tile_limit"):
+            if getattr(self, key) < 0:
+                raise PassError(f"pass 'fuse': option '{key.replace('_', '-')}' must be 0 (unlimited) or more, "
+                                f"got {getattr(self, key)}")
 
 
 def _on_off(value) -> str:
@@ -188,6 +197,7 @@ class Controls:
         self.switch = parse_switch(options.switch, rule_names)
         self.max_group_size = options.max_group_size
         self.memory_limit = options.memory_limit
+        self.tile_limit = options.tile_limit
 
     def rule_on(self, name: str) -> bool:
         return self.switch.get(name, self.switch.get("ALL", True))

@@ -5,7 +5,10 @@
     {"ops_before", "kernels", "groups": [{"name", "rule", "nodes", ...}],
      "refused": [{"nodes", "reason", ...}], "rules": {NAME: {"matched", "applied", ...}}}
 
-plus ``level``; ``table()`` is the same record for people.
+plus ``level``; ``table()`` is the same record for people. For an
+Ascend-like target, ``estimate`` holds the roofline estimate of every kernel
+(braze.targets.roofline): then each group also has ``estimate_us``, and the
+dict an ``"estimate": {"target", "total_us", "kernels": [...]}``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ REASONS = (
     "control_flow",       # an op holding regions
     "incompatible_kinds",  # an opaque op, or more heavy ops than the rule allows
     "level",              # the rule (or a multi-output group) needs a higher level
-    "memory_limit",       # the working set would exceed memory_limit bytes
+    "memory_limit",       # the working set would exceed memory_limit, or the working tile tile_limit
     "would_create_cycle",  # the group would not be convex
     "max_group_size",     # more ops than max_group_size
     "switched_off",       # the rule is switched off
@@ -76,6 +79,7 @@ class FusionReport:
     groups: list[GroupRecord] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     rules: dict[str, RuleStats] = field(default_factory=dict)
+    estimate: dict | None = None  # ModelEstimate.to_dict() on an Ascend-like target
     _seen: set = field(default_factory=set, repr=False, compare=False)
 
     def refuse(self, refusal: Refusal) -> None:
@@ -94,7 +98,7 @@ class FusionReport:
         return counts
 
     def to_dict(self) -> dict:
-        return {
+        data = {
             "level": self.level,
             "ops_before": self.ops_before,
             "kernels": self.kernels,
@@ -102,6 +106,15 @@ class FusionReport:
             "refused": [asdict(r) for r in self.refused],
             "rules": {name: asdict(s) for name, s in self.rules.items()},
         }
+        if self.estimate is not None:
+            times = self._group_times()
+            for g in data["groups"]:
+                g["estimate_us"] = times.get(g["name"])
+            data["estimate"] = self.estimate
+        return data
+
+    def _group_times(self) -> dict[str, float]:
+        return {k["name"]: k["estimate_us"] for k in (self.estimate or {}).get("kernels", [])}
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
@@ -110,11 +123,17 @@ class FusionReport:
         """The report as text: a summary line, the groups, refusals, rule counts."""
         lines = [f"fusion level {self.level}: {self.ops_before} ops -> {self.kernels} kernels "
                  f"({len(self.groups)} groups)"]
+        times = self._group_times()
+        if self.estimate is not None:
+            lines.append(f"estimated {self.estimate['total_us']:.2f} us on {self.estimate['target']} "
+                         f"(roofline, all {len(self.estimate['kernels'])} kernels; docs/targets.md)")
         if self.groups:
             width = max(len(g.name) for g in self.groups)
-            lines += ["", f"  {'group':<{width}}  {'rule':<18}  ops  nodes"]
+            est = f"  {'est. us':>8}" if times else ""
+            lines += ["", f"  {'group':<{width}}  {'rule':<18}  ops{est}  nodes"]
             for g in self.groups:
-                lines.append(f"  {g.name:<{width}}  {g.rule:<18}  {len(g.ops):>3}  {', '.join(g.nodes)}")
+                est = f"  {times[g.name]:8.3f}" if g.name in times else ""
+                lines.append(f"  {g.name:<{width}}  {g.rule:<18}  {len(g.ops):>3}{est}  {', '.join(g.nodes)}")
         if self.refused:
             lines += ["", f"  refused merges ({len(self.refused)}):"]
             for r in self.refused:

@@ -4,7 +4,7 @@ Rules (automatic and manual) only *propose* merges; ``Planner.propose``
 decides. It checks, in this order, and refuses with the first reason that
 applies: the controls on each op, ``braze.fusion_scope`` labels, the rule's
 switch, the rule's level, the kinds of the ops, convexity, the number of
-outputs, ``max_group_size`` and ``memory_limit``. A merge is never retried in
+outputs, ``max_group_size``, ``memory_limit`` and ``tile_limit``. A merge is never retried in
 the same form, so every rule terminates.
 
 Clusters are what ends up as ``fuse.group`` ops. A cluster that a manual rule
@@ -21,6 +21,7 @@ from ...ir.registry import Kind
 from .controls import Controls
 from .explain import FusionReport, Refusal
 from .graph import HEAVY, LIGHT, Graph, node_names
+from .tile import working_tile
 
 
 _FROM_RULE = object()
@@ -200,6 +201,11 @@ class Planner:
             size = self.graph.working_set(union)
             if size > limit:
                 return "memory_limit", f"working set {size} bytes > memory_limit {limit}"
+        limit = self.controls.tile_limit
+        if limit:
+            size = working_tile(self.graph, union)
+            if size > limit:
+                return "memory_limit", f"working tile {size} bytes > tile_limit {limit}, the on-chip buffer"
         return None
 
     # --- the record -------------------------------------------------------------------

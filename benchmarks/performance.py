@@ -1,0 +1,259 @@
+"""The benchmark table of docs/performance.md: braze against onnxruntime on
+the full-size models, at each fusion level, on this machine.
+
+    python benchmarks/performance.py [DIR] --levels 1,2,3 --threads 2 --out bench-out [--models resnet50,bert-base]
+
+DIR (default ~/.cache/braze-models, made by shared/models/make_models.py)
+holds NAME.onnx with NAME.inputs.npz and NAME.ref.npz beside it; without
+them, inputs are random and onnxruntime gives the reference. For each model
+and level: compile (no compile cache, so the time is real), check the
+outputs, time braze and onnxruntime (braze.measure.bench: each in a worker
+process of its own, same inputs and threads, warm-up, interleaved rounds,
+medians), then time each kernel (braze.measure.profile) to rate the GEMM
+kernels (matmul and conv anchors) in GFLOP/s against the machine's peak,
+measured at the start: onnxruntime's MatMul of two N x N fp32 matrices
+(N = 2048; B a constant, as weights are) at the same thread count.
+
+Writes OUT/performance.md (the tables) and OUT/performance.json (every
+figure), rewritten after each row so that a long run can be read as it goes.
+Level 0 (one kernel per op, the unfused baseline) of the large models takes
+minutes to run: leave it out of --levels to skip it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+import numpy as np
+
+MODELS = ["resnet50", "mobilenetv2", "bert-base", "vit-base-patch16-224", "yolov8n"]
+GEMM_OPS = ("nn.matmul", "nn.conv", "nn.conv_transpose")
+
+
+# --- the machine and its peak -----------------------------------------------------------------------
+def machine(threads: int) -> dict:
+    import onnxruntime
+    import tvm
+
+    import braze
+    from braze.targets.detect import llvm_cpu
+
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {"cpu": name, "llvm_cpu": llvm_cpu(), "cores": os.cpu_count(), "threads": threads,
+            "braze": braze.__version__, "tvm": tvm.__version__, "onnxruntime": onnxruntime.__version__,
+            "date": datetime.date.today().isoformat()}
+
+
+def _peak_worker(n: int, threads: int, repeat: int, conn) -> None:
+    try:
+        from onnx import TensorProto, helper, numpy_helper
+
+        from braze.measure import ort_session
+
+        rng = np.random.default_rng(0)
+        b = numpy_helper.from_array(rng.standard_normal((n, n)).astype(np.float32), "B")
+        graph = helper.make_graph([helper.make_node("MatMul", ["A", "B"], ["C"])], "peak",
+                                  [helper.make_tensor_value_info("A", TensorProto.FLOAT, [n, n])],
+                                  [helper.make_tensor_value_info("C", TensorProto.FLOAT, [n, n])], [b])
+        sess = ort_session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), threads)
+        feed = {"A": rng.standard_normal((n, n)).astype(np.float32)}
+        for _ in range(2):
+            sess.run(None, feed)
+        times = []
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            sess.run(None, feed)
+            times.append(time.perf_counter() - t0)
+        conn.send(("ok", statistics.median(times)))
+    except BaseException as e:  # report, never hang the parent
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+
+
+def peak(threads: int, n: int = 2048, repeat: int = 7) -> dict:
+    """The practical fp32 peak: onnxruntime's n^3 MatMul, in a process of its own."""
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe()
+    proc = ctx.Process(target=_peak_worker, args=(n, threads, repeat, child), daemon=True)
+    proc.start()
+    status, value = parent.recv()
+    proc.join(timeout=10)
+    if status != "ok":
+        raise RuntimeError(f"peak microbenchmark failed: {value}")
+    return {"what": f"onnxruntime MatMul {n}x{n}x{n} fp32, B constant, median of {repeat}",
+            "n": n, "ms": 1e3 * value, "gflops": 2 * n ** 3 / value / 1e9}
+
+
+# --- one model at one level -----------------------------------------------------------------------------
+def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflops: float | None,
+              profile: bool = True, tolerance: float = 1e-4, tuning_db: str | None = None, say=print) -> dict:
+    from braze.compiler import compile as braze_compile
+    from braze.measure import bench, compare, random_inputs, run_onnxruntime
+
+    name = onnx_path.stem
+    t0 = time.perf_counter()
+    artifact = braze_compile(str(onnx_path), level=level, threads=threads, cache_dir=None, tuning_db=tuning_db)
+    compile_s = time.perf_counter() - t0
+    say(f"{name} level {level}: {len(artifact.kernels)} kernels, compiled in {compile_s:.1f}s")
+    inputs_file, ref_file = onnx_path.with_name(f"{name}.inputs.npz"), onnx_path.with_name(f"{name}.ref.npz")
+    inputs = dict(np.load(inputs_file)) if inputs_file.exists() else random_inputs(artifact.inputs)
+    ref = dict(np.load(ref_file)) if inputs_file.exists() and ref_file.exists() else \
+        run_onnxruntime(str(onnx_path), inputs, threads)
+    worst = max(e.max_rel for e in compare(artifact.run(inputs), ref))
+    row = {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": round(compile_s, 2),
+           "max_rel": worst, "ok": worst <= tolerance, "tuned": sum(k["schedule"] == "tuned" for k in artifact.kernels)}
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
+        row.update(bench(saved, str(onnx_path), inputs, threads, repeat=repeat).to_dict())
+    say(f"{name} level {level}: braze {row['braze_ms']:.2f} ms, onnxruntime {row['onnxruntime_ms']:.2f} ms, "
+        f"ratio {row['ratio']:.2f}")
+    if profile:
+        row.update(gemm_figures(artifact, inputs, peak_gflops))
+    return row
+
+
+def gemm_figures(artifact, inputs: dict, peak_gflops: float | None, repeat: int = 5) -> dict:
+    """Per-kernel times (VM instrumentation) of the kernels whose anchor is
+    a matmul or a conv: their total, GFLOP/s and share of the run."""
+    from braze.codegen.experiment import kernels
+    from braze.measure import profile
+
+    times = dict(profile(artifact, inputs, repeat=repeat))
+    total_ms = sum(times.values())
+    gemms = []
+    for k in kernels(artifact):
+        if k.anchor in GEMM_OPS and k.name in times:
+            ms = times[k.name]
+            rate = k.flops / ms / 1e6
+            gemms.append({"kernel": k.name, "ops": k.ops, "schedule": k.schedule, "mflop": round(k.flops / 1e6, 2),
+                          "ms": round(ms, 4), "gflops": round(rate, 1),
+                          "pct_peak": round(100 * rate / peak_gflops, 1) if peak_gflops else None})
+    gemms.sort(key=lambda g: -g["ms"])
+    flops = sum(g["mflop"] for g in gemms) * 1e6
+    ms = sum(g["ms"] for g in gemms)
+    rate = flops / ms / 1e6 if ms else None
+    return {"profile_ms": round(total_ms, 3), "gemm_kernels": len(gemms), "gemm_ms": round(ms, 3),
+            "gemm_share": round(ms / total_ms, 3) if total_ms else None,
+            "gemm_gflops": round(rate, 1) if rate else None,
+            "gemm_pct_peak": round(100 * rate / peak_gflops, 1) if rate and peak_gflops else None,
+            "gemm_top": gemms[:5]}
+
+
+# --- the tables -------------------------------------------------------------------------------------------
+def markdown(report: dict) -> str:
+    m, p = report["machine"], report["peak"]
+    lines = [f"Machine: {m['cpu']} (LLVM `{m['llvm_cpu']}`), {m['cores']} cores, {m['threads']} threads; "
+             f"braze {m['braze']}, TVM {m['tvm']}, onnxruntime {m['onnxruntime']}; {m['date']}."]
+    if p is not None:
+        lines.append(f"Peak: {p['gflops']:.0f} GFLOP/s ({p['what']}: {p['ms']:.1f} ms).")
+    if report.get("tuning_db"):
+        lines.append(f"Compiled with the tuning database {report['tuning_db']} "
+                     "(`tuned` in the JSON: the kernels that got a tuned schedule).")
+    lines += ["", "| model | level | kernels | compile s | max rel err | braze ms | onnxruntime ms | ratio "
+              "| GEMM GFLOP/s | GEMM % of peak | GEMM share |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in report["rows"]:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['level']} | error: {r['error']} |")
+            continue
+        gemm = [_fmt(r.get("gemm_gflops"), ".0f"), _fmt(r.get("gemm_pct_peak"), ".0f", "%"),
+                _fmt(None if r.get("gemm_share") is None else 100 * r["gemm_share"], ".0f", "%")]
+        lines.append(f"| {r['model']} | {r['level']} | {r['kernels']} | {r['compile_s']:.1f} | "
+                     f"{r['max_rel']:.1e}{'' if r['ok'] else ' FAIL'} | {r['braze_ms']:.2f} | "
+                     f"{r['onnxruntime_ms']:.2f} | **{r['ratio']:.2f}** | {' | '.join(gemm)} |")
+    best = _best_rows(report["rows"])
+    if any(r.get("gemm_top") for r in best):
+        lines += ["", "Slowest GEMM kernels (matmul/conv anchors) of each model at its best level:", "",
+                  "| model | level | kernel | MFLOP | ms | GFLOP/s | % of peak | schedule |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in best:
+            for g in r.get("gemm_top", []):
+                lines.append(f"| {r['model']} | {r['level']} | `{g['kernel']}` | {g['mflop']:.1f} | {g['ms']:.3f} | "
+                             f"{g['gflops']:.0f} | {_fmt(g['pct_peak'], '.0f', '%')} | {g['schedule']} |")
+    return "\n".join(lines) + "\n"
+
+
+def _fmt(value, spec: str, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:{spec}}{suffix}"
+
+
+def _best_rows(rows: list[dict]) -> list[dict]:
+    best: dict[str, dict] = {}
+    for r in rows:
+        if "ratio" in r and (r["model"] not in best or r["ratio"] < best[r["model"]]["ratio"]):
+            best[r["model"]] = r
+    return list(best.values())
+
+
+def write(out: Path, report: dict) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for name, text in (("performance.json", json.dumps(report, indent=2)), ("performance.md", markdown(report))):
+        tmp = out / f"{name}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, out / name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("folder", type=Path, nargs="?", default=Path.home() / ".cache" / "braze-models")
+    ap.add_argument("--models", help=f"comma-separated names (default: those of {', '.join(MODELS)} in the folder)")
+    ap.add_argument("--levels", default="0,1,2,3", help="comma-separated fusion levels (default 0,1,2,3)")
+    ap.add_argument("--threads", type=int, default=2, help="threads for both braze and onnxruntime (default 2)")
+    ap.add_argument("--repeat", type=int, default=20, help="timed runs per side (default 20)")
+    ap.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for performance.md/.json")
+    ap.add_argument("--tuning-db", help="compile with this tuning database (braze tune)")
+    ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel GEMM figures")
+    ap.add_argument("--peak-size", type=int, default=2048, help="N of the N^3 MatMul that measures the peak")
+    args = ap.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)  # before TVM starts its pool in this process
+    os.environ.pop("BRAZE_CACHE_DIR", None)  # compile times are real compiles
+
+    names = args.models.split(",") if args.models else [m for m in MODELS if (args.folder / f"{m}.onnx").exists()]
+    missing = [n for n in names if not (args.folder / f"{n}.onnx").exists()]
+    if missing or not names:
+        print(f"error: no {', '.join(missing) or 'model'} .onnx in {args.folder}", file=sys.stderr)
+        return 1
+    levels = [int(x) for x in args.levels.split(",")]
+
+    def say(message: str) -> None:
+        print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+    say(f"measuring the peak (MatMul {args.peak_size}^3, {args.threads} threads)")
+    top = None if args.no_profile else peak(args.threads, args.peak_size)
+    report = {"machine": machine(args.threads), "peak": top, "command": " ".join(sys.argv),
+              "tuning_db": args.tuning_db, "rows": []}
+    if top:
+        say(f"peak {top['gflops']:.0f} GFLOP/s")
+    for name in names:
+        for level in levels:
+            try:
+                row = model_row(args.folder / f"{name}.onnx", level, args.threads, args.repeat,
+                                top and top["gflops"], not args.no_profile, tuning_db=args.tuning_db, say=say)
+            except Exception as e:  # noqa: BLE001 -- one model failing must not lose the others' rows
+                say(f"{name} level {level} failed:\n{traceback.format_exc()}")
+                row = {"model": name, "level": level, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+            report["rows"].append(row)
+            write(args.out, report)
+    print(markdown(report))
+    say(f"wrote {args.out / 'performance.md'} and {args.out / 'performance.json'}")
+    return 0 if all(r.get("ok") for r in report["rows"]) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""What the host CPU is: LLVM's name for it, vector width, cores, caches.
+
+Read from the operating system (``/proc/cpuinfo``, ``/sys/.../cache``) where
+it says; otherwise from LLVM's CPU name; otherwise safe defaults. Nothing
+here fails: a machine that reveals nothing gets the defaults.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+#: Used when the OS does not say (a common desktop/server core).
+DEFAULT_CACHES = {"l1d_bytes": 32 * 1024, "l2_bytes": 1024 * 1024, "l3_bytes": 8 * 1024 * 1024}
+
+# LLVM CPU names with 512-bit and 256-bit vector units, for when /proc/cpuinfo is absent.
+_AVX512 = re.compile(r"(skylake-avx512|cascadelake|cooperlake|cannonlake|icelake|tigerlake|rocketlake|"
+                     r"sapphirerapids|emeraldrapids|graniterapids|diamondrapids|znver[45]|knl|knm|x86-64-v4)")
+_AVX2 = re.compile(r"(haswell|broadwell|skylake|alderlake|raptorlake|meteorlake|arrowlake|lunarlake|gracemont|"
+                   r"sierraforest|grandridge|clearwaterforest|znver[123]|bdver4|x86-64-v3)")
+
+
+@functools.cache
+def llvm_cpu() -> str:
+    """LLVM's name for the host CPU (``znver5``, ``neoverse-v2``...)."""
+    import tvm  # only for LLVM's opinion; "native" is silently "generic" in TVM 0.27
+
+    return tvm.target.codegen.llvm_get_system_cpu()
+
+
+def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
+    """The ISA flags the kernel reports (x86 ``flags``, Arm ``Features``)."""
+    try:
+        text = Path(cpuinfo).read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return set(value.split())
+    return set()
+
+
+def vector_bits(flags: set[str] | None = None, mcpu: str | None = None) -> int:
+    """Width of the host's float vector registers: 512 (AVX-512), 256 (AVX/AVX2),
+    128 (SSE, NEON, anything else)."""
+    flags = cpu_flags() if flags is None else flags
+    if flags:
+        if "avx512f" in flags:
+            return 512
+        if "avx2" in flags or "avx" in flags:
+            return 256
+        return 128
+    name = mcpu if mcpu is not None else llvm_cpu()
+    if _AVX512.search(name):
+        return 512
+    if _AVX2.search(name):
+        return 256
+    return 128
+
+
+def _size(text: str) -> int:
+    """``48K``, ``1024K``, ``32M``, ``1048576`` -> bytes."""
+    m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)
+    if not m:
+        return 0
+    scale = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}[m.group(2).upper()]
+    return int(m.group(1)) * scale
+
+
+def caches(root: str = "/sys/devices/system/cpu/cpu0/cache") -> dict[str, int]:
+    """``{"l1d_bytes", "l2_bytes", "l3_bytes"}`` of one core, from sysfs where
+    it has them (L3 is the whole shared cache); the defaults otherwise."""
+    found = dict(DEFAULT_CACHES)
+    try:
+        entries = sorted(Path(root).glob("index*"))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            level = int((entry / "level").read_text())
+            kind = (entry / "type").read_text().strip()
+            size = _size((entry / "size").read_text())
+        except (OSError, ValueError):
+            continue
+        if size <= 0 or kind == "Instruction":
+            continue
+        key = {1: "l1d_bytes", 2: "l2_bytes", 3: "l3_bytes"}.get(level)
+        if key and (level > 1 or kind == "Data"):
+            found[key] = size
+    return found
+
+
+def cores() -> int:
+    """The host's CPUs (what ``--threads`` defaults to everywhere in braze)."""
+    return os.cpu_count() or 1
+
+
+def gpu_arch() -> str | None:
+    """The first CUDA GPU's compute capability as nvcc names it (``sm_90``); None without one."""
+    import tvm
+
+    try:
+        device = tvm.cuda(0)
+        return "sm_" + device.compute_version.replace(".", "") if device.exist else None
+    except Exception:  # noqa: BLE001 -- no CUDA runtime, no driver: no GPU
+        return None
+
+
+def host() -> dict:
+    """Every detected field of the ``cpu`` descriptor."""
+    mcpu = llvm_cpu()
+    return {"mcpu": mcpu, "num_cores": cores(), "vector_bits": vector_bits(mcpu=mcpu), **caches()}

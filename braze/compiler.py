@@ -62,12 +62,23 @@ def pipeline(level: int = 0, fusion=None, target=None) -> PassManager:
 
     pm = PassManager.parse(PREPARE)
     if level > 0:
-        options = fusion if isinstance(fusion, FusionOptions) else FusionOptions(**dict(fusion or {}))
+        options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(FusionOptions)}
         if target is not None and target.npu is not None and not values["tile_limit"]:
             values["tile_limit"] = target.npu.ub_size
         pm.passes.append(Fuse(**{**values, "level": level}))
     return pm
+
+
+def _fusion_options(values: dict):
+    from .errors import PassError
+    from .passes.fusion import FusionOptions
+
+    known = {f.name for f in dataclasses.fields(FusionOptions)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise PassError(f"unknown fusion option(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+    return FusionOptions(**values)
 
 
 def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None):

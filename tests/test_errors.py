@@ -419,3 +419,11 @@ def test_unknown_target_is_named(braze, work):
     fails(braze("compile", work / "m.onnx", "-o", work / "m.braze", "--target", work / "none.json"),
           f"target file {work / 'none.json'}: no such file")
     leaves_nothing(work, before)
+
+
+def test_unknown_fusion_option_from_python_is_typed():
+    from braze.compiler import pipeline
+    from braze.errors import PassError
+
+    with pytest.raises(PassError, match="nofuse"):
+        pipeline(2, {"nofuse": ["Relu"]})

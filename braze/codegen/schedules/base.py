@@ -100,6 +100,8 @@ def inline(sch: Schedule, anchor_blocks) -> None:
         if len(consumers) > 1 and any(not is_spatial(sch, c) for c in consumers) \
                 and (_computes(sch, block) or _selects(sch, block)):
             continue  # read by a reduction and by others: computed (or gathered) once, not once per reader
+        if _selects(sch, block) and not _computes(sch, block) and any(_computes(sch, c) for c in consumers):
+            continue  # a concat feeding arithmetic: gathered once, contiguous for the arithmetic's vectors
         try:
             sch.compute_inline(block)
         except s_tir.ScheduleError:
@@ -128,7 +130,7 @@ def _computes(sch: Schedule, block) -> bool:
     def moves(e) -> bool:
         if kind(e) in moving:
             return True
-        if kind(e) == "Call" and getattr(e.op, "name", "") == "tirx.if_then_else":
+        if kind(e) == "Call" and str(getattr(e.op, "name", "")).endswith("if_then_else"):
             return all(moves(a) for a in e.args[1:])
         if kind(e) == "Select":
             return moves(e.true_value) and moves(e.false_value)
@@ -141,7 +143,7 @@ def _selects(sch: Schedule, block) -> bool:
     """Whether the stage picks between sources (a concat, a pad): inlined,
     each vector lane gathers from every source."""
     text = str(getattr(sch.get(block).body, "value", ""))
-    return "if_then_else" in text or "Select" in text
+    return "if_then_else" in text  # picking by index (concat, pad), not by value (a Select on isnan)
 
 
 def epilogue_of(sch: Schedule, block, padded: bool = False):

@@ -143,7 +143,8 @@ def pw_defaults(op, kernel, target) -> dict | None:
     v = lanes(target)
     hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
     tile_n = 2 * v if hw % (2 * v) == 0 else v
-    for tile_m in (8, 6, 4, 2):
+    # about 16 accumulators: 8 rows of two vectors, or 16 rows of one
+    for tile_m in ((8, 6, 4, 2) if tile_n == 2 * v else (16, 12, 8, 4, 2)):
         if k % tile_m == 0:
             return {"tile_m": tile_m, "tile_n": tile_n}
     return None

@@ -119,3 +119,26 @@ def test_pinning_a_rule_and_its_parameters():
     assert pinned.kernels[0]["schedule_params"] != default.kernels[0]["schedule_params"]
     generic = _check(model, schedules={name: {"rule": "generic"}})
     assert generic.kernels[0]["schedule"] == "generic"
+
+
+@pytest.mark.parametrize("mcpu,bits", [("haswell", 256), ("x86-64", 128)])
+def test_rules_follow_the_vector_width_of_the_target(mcpu, bits):
+    """An AVX2 host and an SSE-only (NEON-width) host get their own tiles, and correct code."""
+    import dataclasses
+
+    from braze.targets import get_target
+
+    target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, vector_bits=bits)
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                    helper.make_node("Relu", ["y"], ["z"]),
+                    helper.make_node("Reshape", ["z", "shape"], ["r"]),
+                    helper.make_node("MatMul", ["r", "m"], ["out"])],
+                   [("x", [1, 4, 6, 6])], ["out"],
+                   {"w": _w(16, 4, 3, 3), "b": _w(16), "shape": np.array([16, 36], dtype=np.int64),
+                    "m": _w(36, 24)})
+    feeds = {"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}
+    art = braze_compile(model, level=2, target=target)
+    lanes = bits // 32
+    params = [k["schedule_params"] for k in art.kernels if k["schedule"] == "gemm"]
+    assert params and all(p["tile_n"] % lanes == 0 for pin in params for p in pin.values())
+    np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)

@@ -142,3 +142,15 @@ def test_rules_follow_the_vector_width_of_the_target(mcpu, bits):
     params = [k["schedule_params"] for k in art.kernels if k["schedule"] == "gemm"]
     assert params and all(p["tile_n"] % lanes == 0 for pin in params for p in pin.values())
     np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)
+
+
+def test_softmax_edge_rows_match_onnxruntime():
+    """A row with NaN, a row of -inf, a row with +inf, huge negatives."""
+    model = _model([helper.make_node("Softmax", ["x"], ["out"], axis=-1)], [("x", [5, 32])], ["out"], {})
+    x = RNG.standard_normal((5, 32)).astype(np.float32)
+    x[0, 3] = np.nan
+    x[1, :] = -np.inf
+    x[2, 7] = np.inf
+    x[3, :16] = -1e30
+    art = braze_compile(model, level=0)
+    np.testing.assert_allclose(art.run({"x": x})["out"], run_ort(model, {"x": x})["out"], rtol=1e-5, atol=1e-6)

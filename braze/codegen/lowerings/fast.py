@@ -6,8 +6,9 @@ which costs more than the matmul or conv they follow; the polynomial forms
 vectorize. Measured against float64 over [-30, 30]: relative error at most
 1.1e-6 (exp), 3.2e-7 (tanh), 3.7e-7 (erf) — a few float32 ulps. Where the
 exact result is 0 or overflows, the fast exp clamps its argument to about
-[-88.4, 88.4]: ``exp(-1000)`` gives ~6e-39 instead of 0 (used only where the
-argument is bounded above, as in softmax and sigmoid). NaN stays NaN.
+[-88.4, 88.4]: ``fast.exp`` flushes arguments below -88.37 to 0 (so
+``exp(-inf)`` is 0) and is used only where the argument is bounded above
+(softmax); inside sigmoid, ``sigmoid(-1000)`` gives ~4e-39 instead of 0. NaN stays NaN.
 f64 keeps the exact functions.
 """
 
@@ -19,9 +20,14 @@ def _keep_nan(x: te.Tensor, y: te.Tensor) -> te.Tensor:
 
 
 def exp(x: te.Tensor) -> te.Tensor:
+    """Below -88.37 (where e^x is under the smallest normal float, -inf
+    included) the result is 0 rather than the clamped polynomial's ~6e-39."""
     if str(x.dtype) != "float32":
         return topi.exp(x)
-    return _keep_nan(x, topi.fast_exp(x))
+    y = topi.fast_exp(x)
+    low, zero = tirx.const(-88.37, "float32"), tirx.const(0, "float32")
+    flushed = te.compute(x.shape, lambda *i: tirx.Select(x(*i) < low, zero, y(*i)), name="exp_flush")
+    return _keep_nan(x, flushed)
 
 
 def sigmoid(x: te.Tensor) -> te.Tensor:

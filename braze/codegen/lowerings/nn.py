@@ -9,7 +9,7 @@ from tvm import te, tirx, topi
 
 from ..registry import anchor_attrs, lowering
 from . import fast
-from .reduce import accumulate, cast, dtype, extreme, filled, reduce_over
+from .reduce import accumulate, cast, dtype, filled, reduce_over
 
 
 def _shape(t: te.Tensor) -> tuple[int, ...]:
@@ -52,15 +52,22 @@ def einsum(*inputs, equation):
     return cast(topi.einsum(equation, *wide), dtype(inputs[0]))
 
 
+#: max(a, b) as TVM's own reducer (te.max is NaN-aware for floats, which
+#: rfactor cannot split into vector lanes; softmax does not need it)
+_PLAIN_MAX = te.comm_reducer(lambda a, b: tirx.max(a, b), lambda t: tirx.min_value(t), name="plain_max")
+
+
 @lowering("nn.softmax")
 def softmax(x, *, axis):
-    """exp(x - max) / sum: max with NaN winning (reduce.extreme), the fast
-    exp for f32 (fast.py: its argument is <= 0 here)."""
+    """exp(x - max) / sum, with the fast exp for f32 (fast.py: its argument
+    is <= 0 here). A plain max (which rfactor vectorizes) is enough for
+    NaN: a NaN element makes the sum NaN, hence the whole row, as in the
+    reference; an all -inf row gives -inf - max = -inf, exp 0, 0/0 = NaN."""
     wide = accumulate(x)
     if dtype(wide) != "float32":
         return cast(topi.nn.softmax(wide, axis=axis), dtype(x))
     axis = axis % len(wide.shape)
-    top = reduce_over(wide, [axis], True, extreme(True, "float32"), "softmax_max")
+    top = reduce_over(wide, [axis], True, _PLAIN_MAX, "softmax_max")
     shifted = te.compute(wide.shape, lambda *i: wide(*i) - top(*i[:axis], 0, *i[axis + 1:]), name="softmax_shift")
     e = fast.exp(shifted)
     total = reduce_over(e, [axis], True, te.sum, "softmax_sum")

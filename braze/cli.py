@@ -17,7 +17,7 @@ import time
 from collections import Counter
 
 from . import __version__
-from .errors import BrazeError
+from .errors import BrazeError, InputError
 
 
 # --- shared helpers ----------------------------------------------------------------------
@@ -352,18 +352,61 @@ def cmd_profile(args) -> int:
     from .runtime import load
 
     artifact = load(args.artifact)
-    rows = profile(artifact, _inputs_for(args, artifact.inputs), repeat=args.repeat)
+    inputs = _inputs_for(args, artifact.inputs)
+    theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
+    rows = profile(artifact, inputs, repeat=args.repeat)
     kinds = {k["name"]: k for k in artifact.kernels}
     total = sum(t for _, t in rows) or 1e-12
     if args.json:
-        print(json.dumps([{"kernel": n, "ms": t, "ops": kinds[n]["ops"], "nodes": kinds[n]["nodes"]}
-                          for n, t in rows], indent=2))
+        kernels = [{"kernel": n, "ms": t, "ops": kinds[n]["ops"], "nodes": kinds[n]["nodes"],
+                    **({"onnxruntime_ms": theirs.get(n)} if theirs is not None else {})} for n, t in rows]
+        if theirs is None:
+            print(json.dumps(kernels, indent=2))
+        else:
+            print(json.dumps({"kernels": kernels, "braze_ms": total,
+                              "onnxruntime_ms": sum(theirs.values()) + sum(ms for _, _, ms in unmatched),
+                              "onnxruntime_unmatched": [{"node": n, "op": op, "ms": ms} for n, op, ms in unmatched]},
+                             indent=2))
         return 0
-    print(f"{'ms':>9} {'share':>6}  kernel")
+    if theirs is None:
+        print(f"{'ms':>9} {'share':>6}  kernel")
+    else:
+        print(f"{'ms':>9} {'share':>6} {'ort ms':>8} {'ratio':>6}  kernel")
     for name, t in sorted(rows, key=lambda r: -r[1])[: args.top]:
-        print(f"{t:9.3f} {100 * t / total:5.1f}%  {name}  [{', '.join(kinds[name]['ops'])}]")
+        ort_cols = ""
+        if theirs is not None:
+            ms = theirs.get(name)
+            ort_cols = f" {ms:8.3f} {t / ms:6.2f}" if ms else f" {'-':>8} {'-':>6}"
+        print(f"{t:9.3f} {100 * t / total:5.1f}%{ort_cols}  {name}  [{', '.join(kinds[name]['ops'])}]")
     print(f"{total:9.3f} 100.0%  total over {len(rows)} kernels")
+    if theirs is not None:
+        other = sum(ms for _, _, ms in unmatched)
+        print(f"onnxruntime: {sum(theirs.values()) + other:.3f} ms over its nodes; {other:.3f} ms in nodes "
+              f"matched to no kernel" + (": " + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in
+                                                         sorted(unmatched, key=lambda r: -r[2])[:5])
+                                         if unmatched else ""))
     return 0
+
+
+def _onnxruntime_profile(args, artifact, inputs):
+    """onnxruntime's per-node times on the same inputs and threads, per braze kernel."""
+    import onnx
+
+    from .measure import attribute_nodes, profile_onnxruntime
+    from .runtime.threads import current_threads
+
+    try:
+        model = onnx.load(args.onnx, load_external_data=False)
+    except Exception as e:  # noqa: BLE001 -- onnx's DecodeError, OSError: a typed error naming the file
+        raise InputError(f"{args.onnx}: cannot read it as an ONNX model ({e.__class__.__name__}); "
+                         "give the .onnx the artifact was compiled from") from None
+    try:
+        rows = profile_onnxruntime(args.onnx, inputs, current_threads(), repeat=args.repeat)
+    except Exception as e:  # noqa: BLE001 -- onnxruntime's own errors (wrong inputs for this model, ...)
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(f"{args.onnx}: onnxruntime could not run it on the artifact's inputs ({first}); "
+                         "give the .onnx the artifact was compiled from") from None
+    return attribute_nodes(model, artifact.kernels, rows)
 
 
 def cmd_kernels(args) -> int:
@@ -592,6 +635,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--repeat", type=positive_int, default=5)
     s.add_argument("--top", type=int, default=25, help="show the N slowest kernels")
+    s.add_argument("--onnx", metavar="MODEL.onnx",
+                   help="also profile onnxruntime on the same inputs and threads, and give each kernel "
+                        "the time of its ONNX nodes there")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_profile)
 

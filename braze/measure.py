@@ -285,3 +285,66 @@ def profile(artifact, inputs: dict, repeat: int = 5) -> list[tuple[str, float]]:
         vm.set_instrument(None)
     names = {k["name"] for k in artifact.kernels}
     return [(s, 1e3 * statistics.median(samples[s])) for s in order if s in names]
+
+
+# --- onnxruntime's per-node profile, attributed to braze's kernels ------------------------------------
+def profile_onnxruntime(model, inputs: dict, threads: int | None, repeat: int = 5) -> list[tuple[str, str, float]]:
+    """(node, op type, median ms) for every node onnxruntime runs, in the
+    order it runs them, from onnxruntime's own profiler. The names are those
+    of onnxruntime's optimized graph: an original node keeps its name, a
+    node it makes (an NCHWc convolution, a fusion) is named after an output
+    tensor (``relu_2_nchwc``)."""
+    import json
+    import os
+    import tempfile
+
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads:
+        opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    with tempfile.TemporaryDirectory() as tmp:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = os.path.join(tmp, "ort")
+        data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
+        if not isinstance(data, bytes):
+            with open(data, "rb") as f:
+                data = f.read()
+        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        for _ in range(repeat + 1):  # the first run is a warm-up
+            sess.run(None, inputs)
+        with open(sess.end_profiling()) as f:
+            events = json.load(f)
+    runs: dict[str, tuple[str, list[tuple[float, float]]]] = {}
+    for ev in events:
+        if ev.get("cat") == "Node" and ev.get("name", "").endswith("_kernel_time"):
+            node = ev["name"][: -len("_kernel_time")]
+            runs.setdefault(node, (ev.get("args", {}).get("op_name", "?"), []))[1].append((ev["ts"], ev["dur"]))
+    rows = []
+    for node, (op, samples) in runs.items():
+        kept = samples[-repeat:] if len(samples) > repeat else samples
+        rows.append((samples[0][0], node, op, statistics.median(d for _, d in kept) / 1e3))
+    return [(node, op, ms) for _, node, op, ms in sorted(rows)]
+
+
+def attribute_nodes(onnx_model, kernels: list[dict], rows: list[tuple[str, str, float]]):
+    """onnxruntime's time per braze kernel. An onnxruntime node counts for
+    the kernel holding the ONNX node of its name or, for a node onnxruntime
+    made, the node producing the tensor it is named after (its name less
+    ``_suffix`` parts). Returns ({kernel: ms}, the rows matched to no kernel:
+    onnxruntime's own layout changes and what braze folded away)."""
+    node_kernel = {n: k["name"] for k in kernels for n in k["nodes"]}
+    producer = {out: node.name for node in onnx_model.graph.node for out in node.output}
+    per_kernel: dict[str, float] = {}
+    unmatched = []
+    for name, op, ms in rows:
+        kernel, candidate = None, name
+        while kernel is None and candidate:
+            kernel = node_kernel.get(candidate) or node_kernel.get(producer.get(candidate, ""))
+            candidate = candidate.rpartition("_")[0]
+        if kernel is None:
+            unmatched.append((name, op, ms))
+        else:
+            per_kernel[kernel] = per_kernel.get(kernel, 0.0) + ms
+    return per_kernel, unmatched

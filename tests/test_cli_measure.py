@@ -62,3 +62,66 @@ def test_compile_then_profile(model_path, tmp_path):
     rows = json.loads(r.stdout)
     assert [row["ops"] for row in rows] == [["math.add"], ["math.relu"]]
     assert all(row["ms"] >= 0 for row in rows)
+
+
+# --- profile --onnx: onnxruntime's per-node times next to each kernel -----------------------------
+
+def test_attribute_nodes_by_name_and_by_output():
+    from onnx import helper
+
+    from braze.measure import attribute_nodes
+
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["conv_out"], name="node_Conv_1"),
+         helper.make_node("Relu", ["conv_out"], ["relu_2"], name="node_Relu_2"),
+         helper.make_node("Add", ["relu_2", "x"], ["y"], name="node_Add_3")],
+        "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
+    kernels = [{"name": "k0_conv", "nodes": ["node_Conv_1", "node_Relu_2"]},
+               {"name": "k1_add", "nodes": ["node_Add_3"]}]
+    rows = [("ReorderInput", "ReorderInput", 0.25),
+            ("relu_2_nchwc", "Conv", 1.0),  # onnxruntime's fused conv, named after the Relu's output
+            ("node_Add_3", "Add", 0.5),
+            ("node_Add_3_kernel", "Add", 0.125)]  # a name with a suffix of its own
+    per_kernel, unmatched = attribute_nodes(helper.make_model(graph), kernels, rows)
+    assert per_kernel == {"k0_conv": 1.0, "k1_add": 0.625}
+    assert unmatched == [("ReorderInput", "ReorderInput", 0.25)]
+
+
+@pytest.fixture(scope="module")
+def named_model_path(tmp_path_factory):
+    from onnx import helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["x", "b"], ["t"], name="add0"), helper.make_node("Relu", ["t"], ["y"], name="relu0")],
+        "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [2, 3]),
+              helper.make_tensor_value_info("b", onnx.TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [2, 3])])
+    path = tmp_path_factory.mktemp("named") / "addrelu_named.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return path
+
+
+def test_profile_against_onnxruntime(named_model_path, tmp_path):
+    out = tmp_path / "m.braze"
+    assert braze("compile", named_model_path, "-o", out, "--level", "0", "-q").returncode == 0
+    r = braze("profile", out, "--onnx", named_model_path, "--json", "--repeat", "3")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert set(data) == {"kernels", "braze_ms", "onnxruntime_ms", "onnxruntime_unmatched"}
+    assert [k["nodes"] for k in data["kernels"]] == [["add0"], ["relu0"]]
+    assert all(k["onnxruntime_ms"] is not None and k["onnxruntime_ms"] > 0 for k in data["kernels"])
+    assert data["onnxruntime_ms"] >= sum(k["onnxruntime_ms"] for k in data["kernels"]) - 1e-9
+    r = braze("profile", out, "--onnx", named_model_path, "--repeat", "3")
+    assert r.returncode == 0, r.stderr
+    assert "ort ms" in r.stdout and "onnxruntime:" in r.stdout
+
+
+def test_profile_onnx_not_a_model(tmp_path, named_model_path):
+    out = tmp_path / "m.braze"
+    assert braze("compile", named_model_path, "-o", out, "--level", "0", "-q").returncode == 0
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"\x00not onnx at all")
+    r = braze("profile", out, "--onnx", bad)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr and "bad.onnx" in r.stderr

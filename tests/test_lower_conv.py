@@ -2,6 +2,7 @@
 onnxruntime. Each test compiles one model of several nodes (one kernel each
 at level 0); the cases are those of test_convert_conv.py."""
 
+import numpy as np
 import pytest
 
 from compiled_check import check_compiled, graph
@@ -106,3 +107,15 @@ def test_global_pools():
                          ["ya = GlobalAveragePool(a)", "yb = GlobalAveragePool(b)", "yc = GlobalAveragePool(c)",
                           "za = GlobalMaxPool(a)", "zb = GlobalMaxPool(b)", "zc = GlobalMaxPool(c)"],
                          ["ya", "yb", "yc", "za", "zb", "zc"]))
+
+
+def test_max_pool_nan_wins_in_every_window():
+    """The separable 2-D max pool (a max down the columns, then along the
+    rows) keeps NaN wherever a window holds one, in any tap position."""
+    from compiled_check import check_compiled_vs_reference
+
+    x = np.random.default_rng(0).standard_normal((1, 2, 9, 9)).astype("float32")
+    x[0, 0, 0, 0] = x[0, 0, 4, 7] = x[0, 1, 8, 3] = np.nan
+    x[0, 1, 2, :] = -np.inf
+    check_compiled_vs_reference(_pools("MaxPool", [("float[1,2,9,9]", "<kernel_shape=[3,3], strides=[2,2], "
+                                                                       "pads=[1,1,1,1]>")]), {"x0": x})

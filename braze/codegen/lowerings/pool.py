@@ -9,7 +9,7 @@ never the lowest finite float); its output shape comes from the IR type.
 from tvm import te, topi
 
 from ..registry import lowering
-from .reduce import accumulate, cast, dtype, extreme, worst
+from .reduce import accumulate, cast, dtype, extreme, pick, worst
 
 _TOPI_POOL = {1: (topi.nn.pool1d, "NCW"), 2: (topi.nn.pool2d, "NCHW"), 3: (topi.nn.pool3d, "NCDHW")}
 
@@ -23,6 +23,8 @@ def max_pool(x, *, kernel, strides, pads, dilations, ceil_mode, out_types):
                 - spatial[i] - pads[i]) for i in range(nd)]
     padded = topi.nn.pad(x, [0, 0, *pads[:nd]], [0, 0, *ends], pad_value=worst(True, dtype(x)), name="pool_pad")
     largest = extreme(True, dtype(x))
+    if nd == 2:
+        return _separable_max_pool(padded, largest, kernel, strides, dilations, out_types[0].shape)
     taps = [te.reduce_axis((0, k), name=f"r{i}") for i, k in enumerate(kernel)]
 
     def at(n, c, *o):
@@ -31,6 +33,30 @@ def max_pool(x, *, kernel, strides, pads, dilations, ceil_mode, out_types):
 
     # the output row is innermost in the input too: the schedule vectorizes along it (schedules/base.py)
     return te.compute(out_types[0].shape, at, name="max_pool", attrs={"braze.trailing": 1})
+
+
+def _separable_max_pool(padded, largest, kernel, strides, dilations, shape):
+    """A 2-D max pool as a max down the columns (whole rows, contiguous
+    vectors) then along the row: the same value (max is associative, NaN
+    wins in either order) with kh + kw taps per output instead of kh * kw.
+    The first stage is computed one row at a time inside the second's loop
+    (``braze.at_consumer``), so the row stays in L1."""
+    n, c, oh, ow = (int(d) for d in shape)
+    width = int(padded.shape[3])
+
+    larger = pick(True, dtype(padded))
+
+    def down(b, ch, i, j):
+        best = padded[b, ch, i * strides[0], j]
+        for r in range(1, kernel[0]):
+            best = larger(best, padded[b, ch, i * strides[0] + r * dilations[0], j])
+        return best
+
+    rows = te.compute((n, c, oh, width), down, name="max_pool_rows", attrs={"braze.at_consumer": 1})
+    r1 = te.reduce_axis((0, kernel[1]), name="r1")
+    return te.compute((n, c, oh, ow),
+                      lambda b, ch, i, j: largest(rows[b, ch, i, j * strides[1] + r1 * dilations[1]], axis=[r1]),
+                      name="max_pool", attrs={"braze.trailing": 1})
 
 
 @lowering("nn.avg_pool")

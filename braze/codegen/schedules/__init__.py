@@ -22,7 +22,7 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError
 from ..kernel import Kernel, compute
 from . import conv, gemm  # noqa: F401  (register the rules)
-from .base import RULES, Rule, Schedule, anchors, inline, schedule_generic
+from .base import RULES, Rule, Schedule, anchors, attach_to_consumers, inline, schedule_generic
 from .user import describe, schedule_with
 
 __all__ = ["RULES", "Rule", "Choice", "plan", "schedule_kernel", "ScheduleWarning"]
@@ -121,6 +121,7 @@ def _schedule(kernel: Kernel, target, choices: list[Choice]):
                 schedule_generic(sch, block, target)
             except s_tir.ScheduleError:
                 pass  # a primitive refused: the block keeps its plain loops
+    attach_to_consumers(sch, target)
     kernel.schedule = _describe(choices)
     kernel.schedule_params = {kernel.ops[c.index].name + f"#{c.index}": c.params for c in choices}
     return sch.mod["main"].with_attr("global_symbol", kernel.name)

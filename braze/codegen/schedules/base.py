@@ -89,7 +89,8 @@ def inline(sch: Schedule, anchor_blocks) -> None:
     outputs = {sch.get(b).name_hint for b in sch.get_output_blocks(sch.get_sblock("root"))}
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         name = sch.get(block).name_hint
-        if name in anchor_names or name in outputs or not is_spatial(sch, block):
+        if name in anchor_names or name in outputs or not is_spatial(sch, block) \
+                or int(sch.get(block).annotations.get("braze.at_consumer", 0)):
             continue
         consumers = sch.get_consumers(block)
         feeds_anchor = any(sch.get(c).name_hint in anchor_names for c in consumers)
@@ -188,6 +189,8 @@ def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> 
     """Parallel over the leading spatial loops, vectorized innermost when the
     block is elementwise. Enough for memory-bound stages: reshapes,
     elementwise chains, softmax's and layer norm's reductions, pooling."""
+    if int(sch.get(block).annotations.get("braze.at_consumer", 0)):
+        return  # computed inside its consumer's loop: attach_to_consumers
     loops = sch.get_loops(block)
     ivs = sch.get(block).iter_vars
     if not loops or len(loops) != len(ivs):
@@ -280,3 +283,22 @@ def _row_reduce_vectorized(sch: Schedule, block, lead, reduce_loops, target, par
     if parallel and extent(sch, fused) > 1:
         sch.parallel(fused)
     return True
+
+
+def attach_to_consumers(sch: Schedule, target) -> None:
+    """Elementwise blocks marked ``braze.at_consumer`` (the first stage of a
+    separable max pool): computed under their one consumer's outermost loop,
+    as much as one iteration of it needs, vectorized innermost."""
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if not int(sch.get(block).annotations.get("braze.at_consumer", 0)):
+            continue
+        consumers = sch.get_consumers(block)
+        if len(consumers) != 1 or not sch.get_loops(consumers[0]):
+            continue
+        try:
+            sch.compute_at(block, sch.get_loops(consumers[0])[0])
+        except s_tir.ScheduleError:
+            continue
+        last = sch.get_loops(block)[-1]
+        if is_spatial(sch, block) and extent(sch, last) > 1:
+            sch.vectorize(last)

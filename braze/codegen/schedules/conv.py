@@ -143,10 +143,19 @@ def pw_defaults(op, kernel, target) -> dict | None:
     v = lanes(target)
     hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
     tile_n = 2 * v if hw % (2 * v) == 0 else v
+    # order 2: pixel tiles outside, output-channel blocks inside, so that a
+    # tile of input pixels stays in L1 while every weight row passes over it
+    # (the weights, re-read per pixel tile, must sit in L2); order 1: channel
+    # blocks outside (weights re-read from L1, the input streamed per block)
+    c = op.operands[1].type.shape[1]
+    order = 2 if k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 4 else 1
     # about 16 accumulators: 8 rows of two vectors, or 16 rows of one
     for tile_m in ((8, 6, 4, 2) if tile_n == 2 * v else (16, 12, 8, 4, 2)):
         if k % tile_m == 0:
-            return {"tile_m": tile_m, "tile_n": tile_n}
+            # order 2 walks blocks of pixel tiles (about 256 pixels): longer runs
+            # of each output row than one tile gives, for the prefetcher
+            block_n = _divisor_at_most(hw // tile_n, max(1, 256 // tile_n)) if order == 2 else 1
+            return {"tile_m": tile_m, "tile_n": tile_n, "order": order, "block_n": block_n}
     return None
 
 
@@ -192,9 +201,20 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     n, k, hw, rc, rh, rw = sch.get_loops(block)
     ko, ki = sch.split(k, [None, tile_m])
     jo, jv, jl = sch.split(hw, [None, tile_n // v, v])
-    sch.reorder(n, ko, jo, rc, rh, rw, ki, jv, jl)
-    sch.reverse_compute_at(local, jo)
-    if tail is not local and not place_at(sch, tail, jo):
+    order = int(params.get("order", 1))
+    if order not in (1, 2):
+        raise ValueError(f"pointwise order must be 1 (channel blocks outside) or 2 (pixel tiles outside), got {order}")
+    block_n = int(params.get("block_n", 1))
+    if order == 1:
+        lead, at = [n, ko, jo], jo
+    elif block_n > 1 and extent(sch, jo) % block_n == 0:
+        jb, ji = sch.split(jo, [None, block_n])
+        lead, at = [n, jb, ko, ji], ji
+    else:
+        lead, at = [n, jo, ko], ko
+    sch.reorder(*lead, rc, rh, rw, ki, jv, jl)
+    sch.reverse_compute_at(local, at)
+    if tail is not local and not place_at(sch, tail, at):
         tail = local
     for stage in {local, tail}:
         last = sch.get_loops(stage)[-1]
@@ -204,7 +224,7 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     sch.unroll(ki)
     sch.unroll(jv)
     sch.vectorize(jl)
-    outer = sch.fuse(n, ko, jo)
+    outer = sch.fuse(*lead[:3])
     sch.parallel(outer)
     sch.decompose_reduction(block, rc)
     for b in sch.get_child_blocks(outer):

@@ -64,13 +64,18 @@ def _first_line(e: Exception) -> str:
     return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
-def ort_session(model, threads: int | None):
+def ort_session(model, threads: int | None, profile_prefix: str | None = None):
+    """An onnxruntime CPU session on ``threads`` intra-op threads (its
+    profiler on, writing under ``profile_prefix``, when given)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     if threads:
         opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
+    if profile_prefix:
+        opts.enable_profiling = True
+        opts.profile_file_prefix = profile_prefix
     data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
     if not isinstance(data, bytes):
         with open(data, "rb") as f:
@@ -298,20 +303,8 @@ def profile_onnxruntime(model, inputs: dict, threads: int | None, repeat: int = 
     import os
     import tempfile
 
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
     with tempfile.TemporaryDirectory() as tmp:
-        opts.enable_profiling = True
-        opts.profile_file_prefix = os.path.join(tmp, "ort")
-        data = model.SerializeToString() if hasattr(model, "SerializeToString") else model
-        if not isinstance(data, bytes):
-            with open(data, "rb") as f:
-                data = f.read()
-        sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        sess = ort_session(model, threads, profile_prefix=os.path.join(tmp, "ort"))
         for _ in range(repeat + 1):  # the first run is a warm-up
             sess.run(None, inputs)
         with open(sess.end_profiling()) as f:

@@ -85,6 +85,8 @@ def test_max_pool():
         ("float[1,2,9,9]", "<kernel_shape=[3,2], dilations=[2,3], strides=[1,2], pads=[1,1,2,1]>"),
         ("float[1,2,9,9]", "<kernel_shape=[3,3], dilations=[2,2], strides=[2,2], ceil_mode=1>"),
         ("float[1,2,9,8]", "<kernel_shape=[2,2], dilations=[2,3], strides=[3,3], pads=[1,1,1,1], ceil_mode=1>"),
+        ("float[1,3,10,10]", "<kernel_shape=[5,5], pads=[2,2,2,2]>"),  # YOLO's SPPF pool: taps as a loop, not nested
+        ("float[1,2,12,12]", "<kernel_shape=[7,3], strides=[1,2], pads=[3,1,3,1]>"),
     ]))
 
 

@@ -9,7 +9,7 @@ never the lowest finite float); its output shape comes from the IR type.
 from tvm import te, topi
 
 from ..registry import lowering
-from .reduce import accumulate, cast, dtype, extreme, pick, worst
+from .reduce import accumulate, cast, dtype, extreme, worst
 
 _TOPI_POOL = {1: (topi.nn.pool1d, "NCW"), 2: (topi.nn.pool2d, "NCHW"), 3: (topi.nn.pool3d, "NCDHW")}
 
@@ -44,15 +44,10 @@ def _separable_max_pool(padded, largest, kernel, strides, dilations, shape):
     n, c, oh, ow = (int(d) for d in shape)
     width = int(padded.shape[3])
 
-    larger = pick(True, dtype(padded))
-
-    def down(b, ch, i, j):
-        best = padded[b, ch, i * strides[0], j]
-        for r in range(1, kernel[0]):
-            best = larger(best, padded[b, ch, i * strides[0] + r * dilations[0], j])
-        return best
-
-    rows = te.compute((n, c, oh, width), down, name="max_pool_rows", attrs={"braze.at_consumer": 1})
+    r0 = te.reduce_axis((0, kernel[0]), name="r0")
+    rows = te.compute((n, c, oh, width),
+                      lambda b, ch, i, j: largest(padded[b, ch, i * strides[0] + r0 * dilations[0], j], axis=[r0]),
+                      name="max_pool_rows", attrs={"braze.at_consumer": 1})
     r1 = te.reduce_axis((0, kernel[1]), name="r1")
     return te.compute((n, c, oh, ow),
                       lambda b, ch, i, j: largest(rows[b, ch, i, j * strides[1] + r1 * dilations[1]], axis=[r1]),

@@ -286,9 +286,10 @@ def _row_reduce_vectorized(sch: Schedule, block, lead, reduce_loops, target, par
 
 
 def attach_to_consumers(sch: Schedule, target) -> None:
-    """Elementwise blocks marked ``braze.at_consumer`` (the first stage of a
-    separable max pool): computed under their one consumer's outermost loop,
-    as much as one iteration of it needs, vectorized innermost."""
+    """Blocks marked ``braze.at_consumer`` (the first stage of a separable
+    max pool): computed under their one consumer's outermost loop, as much
+    as one iteration of it needs, vectorized innermost (a reduction's taps
+    outside the vector)."""
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         if not int(sch.get(block).annotations.get("braze.at_consumer", 0)):
             continue
@@ -299,6 +300,17 @@ def attach_to_consumers(sch: Schedule, target) -> None:
             sch.compute_at(block, sch.get_loops(consumers[0])[0])
         except s_tir.ScheduleError:
             continue
-        last = sch.get_loops(block)[-1]
-        if is_spatial(sch, block) and extent(sch, last) > 1:
-            sch.vectorize(last)
+        # under the consumer's loop: its own loops, spatial then reduction
+        # (a TE compute lists its reduction axes last)
+        taps = sum(iv.iter_type != DATA_PAR for iv in sch.get(block).iter_vars)
+        loops = sch.get_loops(block)[1:]
+        spatial, reduce = (loops[:-taps], loops[-taps:]) if taps else (loops, [])
+        if not spatial:
+            continue
+        sch.reorder(*spatial[:-1], *reduce, spatial[-1])
+        if extent(sch, spatial[-1]) > 1:
+            sch.vectorize(spatial[-1])
+        if reduce:
+            init = sch.decompose_reduction(block, reduce[0])
+            if extent(sch, sch.get_loops(init)[-1]) > 1:
+                sch.vectorize(sch.get_loops(init)[-1])

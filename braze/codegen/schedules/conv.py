@@ -152,9 +152,9 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # about 16 accumulators: 8 rows of two vectors, or 16 rows of one
     for tile_m in ((8, 6, 4, 2) if tile_n == 2 * v else (16, 12, 8, 4, 2)):
         if k % tile_m == 0:
-            # order 2 walks blocks of pixel tiles (about 256 pixels): longer runs
+            # order 2 walks blocks of pixel tiles (up to 512 pixels): longer runs
             # of each output row than one tile gives, for the prefetcher
-            block_n = _divisor_at_most(hw // tile_n, max(1, 256 // tile_n)) if order == 2 else 1
+            block_n = _divisor_at_most(hw // tile_n, max(1, 512 // tile_n)) if order == 2 else 1
             return {"tile_m": tile_m, "tile_n": tile_n, "order": order, "block_n": block_n}
     return None
 

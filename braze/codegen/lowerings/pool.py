@@ -47,7 +47,7 @@ def _separable_max_pool(padded, largest, kernel, strides, dilations, shape):
     r0 = te.reduce_axis((0, kernel[0]), name="r0")
     rows = te.compute((n, c, oh, width),
                       lambda b, ch, i, j: largest(padded[b, ch, i * strides[0] + r0 * dilations[0], j], axis=[r0]),
-                      name="max_pool_rows", attrs={"braze.at_consumer": 1})
+                      name="max_pool_rows", attrs={"braze.at_consumer": 1, "braze.trailing": 1})
     r1 = te.reduce_axis((0, kernel[1]), name="r1")
     return te.compute((n, c, oh, ow),
                       lambda b, ch, i, j: largest(rows[b, ch, i, j * strides[1] + r1 * dilations[1]], axis=[r1]),

@@ -50,9 +50,18 @@ def conv_applies(op, kernel, target) -> bool:
 def conv_defaults(op, kernel, target) -> dict | None:
     k, ow = op.results[0].type.shape[1], op.results[0].type.shape[3]
     v = lanes(target)
+    # order 2: output rows outside, channel blocks inside, so that the input
+    # rows a task reads stay in L2 while every channel block passes over
+    # them (all the weights, re-read once per row, must sit in L2 too);
+    # order 1: channel blocks outside (each block's weights stay in cache,
+    # the whole input streams past once per block)
+    _, c, r, s = op.operands[1].type.shape
+    ih, iw = op.operands[0].type.shape[2:]
+    l2 = getattr(target, "l2_bytes", 1 << 20)
+    order = 2 if k * c * r * s * 4 <= l2 // 2 < c * ih * iw * 4 else 1
     for tile_k, budget in ((2 * v, 12), (v, 16), (v // 2, 16)):
         if tile_k >= 4 and k % tile_k == 0:
-            return {"tile_k": tile_k, "tile_w": _divisor_at_most(ow, budget)}
+            return {"tile_k": tile_k, "tile_w": _divisor_at_most(ow, budget), "order": order}
     return None
 
 
@@ -112,12 +121,16 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
     n, k, h, w, rc, rh, rw = sch.get_loops(block)
     ko, kv, kl = sch.split(k, [None, tile_k // v, v])
     wo, wi = sch.split(w, [None, tile_w])
-    sch.reorder(n, ko, h, wo, rc, rh, rw, wi, kv, kl)
+    order = int(params.get("order", 1))
+    if order not in (1, 2):
+        raise ValueError(f"conv2d order must be 1 (channel blocks outside) or 2 (rows outside), got {order}")
+    first, second = (ko, h) if order == 1 else (h, ko)
+    sch.reorder(n, first, second, wo, rc, rh, rw, wi, kv, kl)
     _tile_epilogue(sch, block, wo, v, channels_last=True)
     sch.unroll(wi)
     sch.unroll(kv)
     sch.vectorize(kl)
-    outer = sch.fuse(n, ko, h)
+    outer = sch.fuse(n, first, second)
     sch.parallel(outer)
     sch.decompose_reduction(block, rc)
     for b in sch.get_child_blocks(outer):
@@ -148,7 +161,7 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # (the weights, re-read per pixel tile, must sit in L2); order 1: channel
     # blocks outside (weights re-read from L1, the input streamed per block)
     c = op.operands[1].type.shape[1]
-    order = 2 if k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 4 else 1
+    order = 2 if k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
     # about 16 accumulators: 8 rows of two vectors, or 16 rows of one
     for tile_m in ((8, 6, 4, 2) if tile_n == 2 * v else (16, 12, 8, 4, 2)):
         if k % tile_m == 0:

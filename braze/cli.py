@@ -354,6 +354,7 @@ def cmd_profile(args) -> int:
     artifact = load(args.artifact)
     inputs = _inputs_for(args, artifact.inputs)
     theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
+    other = sum(ms for _, _, ms in unmatched)  # onnxruntime's time in nodes matched to no kernel
     rows = profile(artifact, inputs, repeat=args.repeat)
     kinds = {k["name"]: k for k in artifact.kernels}
     total = sum(t for _, t in rows) or 1e-12
@@ -364,7 +365,7 @@ def cmd_profile(args) -> int:
             print(json.dumps(kernels, indent=2))
         else:
             print(json.dumps({"kernels": kernels, "braze_ms": total,
-                              "onnxruntime_ms": sum(theirs.values()) + sum(ms for _, _, ms in unmatched),
+                              "onnxruntime_ms": sum(theirs.values()) + other,
                               "onnxruntime_unmatched": [{"node": n, "op": op, "ms": ms} for n, op, ms in unmatched]},
                              indent=2))
         return 0
@@ -380,7 +381,6 @@ def cmd_profile(args) -> int:
         print(f"{t:9.3f} {100 * t / total:5.1f}%{ort_cols}  {name}  [{', '.join(kinds[name]['ops'])}]")
     print(f"{total:9.3f} 100.0%  total over {len(rows)} kernels")
     if theirs is not None:
-        other = sum(ms for _, _, ms in unmatched)
         print(f"onnxruntime: {sum(theirs.values()) + other:.3f} ms over its nodes; {other:.3f} ms in nodes "
               f"matched to no kernel" + (": " + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in
                                                          sorted(unmatched, key=lambda r: -r[2])[:5])
@@ -392,7 +392,7 @@ def _onnxruntime_profile(args, artifact, inputs):
     """onnxruntime's per-node times on the same inputs and threads, per braze kernel."""
     import onnx
 
-    from .measure import attribute_nodes, profile_onnxruntime
+    from .measure import _first_line, attribute_nodes, profile_onnxruntime
     from .runtime.threads import current_threads
 
     try:
@@ -403,8 +403,7 @@ def _onnxruntime_profile(args, artifact, inputs):
     try:
         rows = profile_onnxruntime(args.onnx, inputs, current_threads(), repeat=args.repeat)
     except Exception as e:  # noqa: BLE001 -- onnxruntime's own errors (wrong inputs for this model, ...)
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise InputError(f"{args.onnx}: onnxruntime could not run it on the artifact's inputs ({first}); "
+        raise InputError(f"{args.onnx}: onnxruntime could not run it on the artifact's inputs ({_first_line(e)}); "
                          "give the .onnx the artifact was compiled from") from None
     return attribute_nodes(model, artifact.kernels, rows)
 

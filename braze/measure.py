@@ -316,8 +316,7 @@ def profile_onnxruntime(model, inputs: dict, threads: int | None, repeat: int = 
             runs.setdefault(node, (ev.get("args", {}).get("op_name", "?"), []))[1].append((ev["ts"], ev["dur"]))
     rows = []
     for node, (op, samples) in runs.items():
-        kept = samples[-repeat:] if len(samples) > repeat else samples
-        rows.append((samples[0][0], node, op, statistics.median(d for _, d in kept) / 1e3))
+        rows.append((samples[0][0], node, op, statistics.median(d for _, d in samples[-repeat:]) / 1e3))
     return [(node, op, ms) for _, node, op, ms in sorted(rows)]
 
 

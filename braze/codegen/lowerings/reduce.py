@@ -63,20 +63,14 @@ def _isnan(v, of: str):
     return tirx.isnan(v.astype("float32") if of == "bfloat16" else v)
 
 
-def pick(largest: bool, of: str):
-    """The binary max (or min) of element type ``of`` in which NaN wins, in
-    any order: ``pick(True, "float32")(a, b)``."""
+def extreme(largest: bool, of: str):
+    """A max (or min) reducer for element type ``of`` in which NaN wins, in
+    any order (te.max lets NaN through or not depending on the order)."""
     def combine(a, b):
         beats = a > b if largest else a < b
         return tirx.Select(tirx.any(beats, _isnan(a, of)) if "float" in of else beats, a, b)
 
-    return combine
-
-
-def extreme(largest: bool, of: str):
-    """A max (or min) reducer for element type ``of`` in which NaN wins, in
-    any order (te.max lets NaN through or not depending on the order)."""
-    return te.comm_reducer(pick(largest, of), lambda t: worst(largest, of), name="max" if largest else "min")
+    return te.comm_reducer(combine, lambda t: worst(largest, of), name="max" if largest else "min")
 
 
 def _arg_extreme(largest: bool, of: str, last: bool):

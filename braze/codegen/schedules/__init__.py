@@ -121,7 +121,7 @@ def _schedule(kernel: Kernel, target, choices: list[Choice]):
                 schedule_generic(sch, block, target)
             except s_tir.ScheduleError:
                 pass  # a primitive refused: the block keeps its plain loops
-    attach_to_consumers(sch, target)
+    attach_to_consumers(sch)
     kernel.schedule = _describe(choices)
     kernel.schedule_params = {kernel.ops[c.index].name + f"#{c.index}": c.params for c in choices}
     return sch.mod["main"].with_attr("global_symbol", kernel.name)

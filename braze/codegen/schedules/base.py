@@ -285,7 +285,7 @@ def _row_reduce_vectorized(sch: Schedule, block, lead, reduce_loops, target, par
     return True
 
 
-def attach_to_consumers(sch: Schedule, target) -> None:
+def attach_to_consumers(sch: Schedule) -> None:
     """Blocks marked ``braze.at_consumer`` (the first stage of a separable
     max pool): computed under their one consumer's outermost loop, as much
     as one iteration of it needs, vectorized innermost (a reduction's taps

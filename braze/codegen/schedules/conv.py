@@ -156,10 +156,11 @@ def pw_defaults(op, kernel, target) -> dict | None:
     v = lanes(target)
     hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
     tile_n = 2 * v if hw % (2 * v) == 0 else v
-    # order 2: pixel tiles outside, output-channel blocks inside, so that a
-    # tile of input pixels stays in L1 while every weight row passes over it
-    # (the weights, re-read per pixel tile, must sit in L2); order 1: channel
-    # blocks outside (weights re-read from L1, the input streamed per block)
+    # order 2: blocks of pixel tiles outside, output-channel blocks inside, so
+    # that a block of input pixels stays in cache while every weight row passes
+    # over it (the weights, re-read once per block, must sit in half of L2);
+    # order 1: channel blocks outside (each block's weights stay in L1, the
+    # whole input streams past once per block)
     c = op.operands[1].type.shape[1]
     order = 2 if k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
     # about 16 accumulators: 8 rows of two vectors, or 16 rows of one

@@ -78,6 +78,62 @@ def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
         assert art.kernels[0]["schedule"] == rule
 
 
+@pytest.mark.parametrize("n,c,k,hw,pads,bias,epilogue", [
+    (1, 32, 32, 28, [1, 1, 1, 1], True, "residual"),  # whole tiles, two channel blocks of 16
+    (1, 32, 48, 30, [1, 1, 1, 1], False, "relu"),     # a partial last tile; 48 channels: blocks of 16
+    (2, 40, 32, 29, [0, 2, 1, 1], True, "none"),      # two images, uneven pads: a 28x30 output
+])
+def test_winograd_edges(n, c, k, hw, pads, bias, epilogue):
+    """3x3 stride-1 convs on maps of at least 7x7 tiles take the Winograd
+    rule; its rounding stays inside braze's model tolerance."""
+    oh, ow = hw + pads[0] + pads[2] - 2, hw + pads[1] + pads[3] - 2
+    nodes = [helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["y"], kernel_shape=[3, 3],
+                              pads=pads)]
+    inputs = [("x", [n, c, hw, hw])]
+    if epilogue == "residual":
+        nodes += [helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])]
+        inputs.append(("r", [n, k, oh, ow]))
+    else:
+        nodes.append(helper.make_node("Relu" if epilogue == "relu" else "Identity", ["y"], ["out"]))
+    weights = {"w": _w(k, c, 3, 3), **({"b": _w(k)} if bias else {})}
+    art = _check(_model(nodes, inputs, ["out"], weights))
+    assert art.kernels[0]["schedule"] == "winograd"
+
+
+@pytest.mark.parametrize("c,k,hw", [(64, 64, 14), (16, 16, 56), (32, 32, 6)])
+def test_winograd_leaves_small_maps_and_thin_convs_to_conv2d(c, k, hw):
+    """Few tiles (the transformed weights cost more than the multiplications
+    saved) or few channels (the transforms cost more than the GEMM): direct."""
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(k, c, 3, 3)})
+    art = _check(model)
+    assert art.kernels[0]["schedule"] == "conv2d"
+
+
+def test_winograd_transforms_compute_a_correlation():
+    """A^T [(G g G^T) . (B^T d B)] A is the 4x4 correlation of a 6x6 patch with a 3x3 kernel."""
+    from braze.codegen.schedules.winograd import AT, BT, transform_weights
+
+    d, g = RNG.standard_normal((6, 6)), RNG.standard_normal((3, 3))
+    u = transform_weights(g.reshape(1, 1, 3, 3)).reshape(6, 6)
+    got = AT @ (u * (BT @ d @ BT.T)) @ AT.T
+    direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * g) for j in range(4)] for i in range(4)])
+    np.testing.assert_allclose(got, direct, rtol=1e-12, atol=1e-12)
+
+
+def test_pinning_conv2d_over_winograd():
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                   [("x", [1, 32, 28, 28])], ["out"], {"w": _w(32, 32, 3, 3)})
+    default = _check(model)
+    name = default.kernels[0]["name"]
+    assert default.kernels[0]["schedule"] == "winograd"
+    assert default.kernels[0]["packed"] == ["winograd-f4x3-32"]
+    direct = _check(model, schedules={name: {"rule": "conv2d"}})
+    assert direct.kernels[0]["schedule"] == "conv2d"
+    narrow = _check(model, schedules={name: {"rule": "winograd", "params": {"tile_k": 16, "tile_t": 1}}})
+    assert narrow.kernels[0]["schedule_params"] != default.kernels[0]["schedule_params"]
+
+
 @pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1)])
 def test_depthwise_edges(c, hw, stride):
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
@@ -141,6 +197,23 @@ def test_rules_follow_the_vector_width_of_the_target(mcpu, bits):
     lanes = bits // 32
     params = [k["schedule_params"] for k in art.kernels if k["schedule"] == "gemm"]
     assert params and all(p["tile_n"] % lanes == 0 for pin in params for p in pin.values())
+    np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mcpu,bits", [("haswell", 256), ("x86-64", 128)])
+def test_winograd_follows_the_vector_width_of_the_target(mcpu, bits):
+    import dataclasses
+
+    from braze.targets import get_target
+
+    target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, vector_bits=bits)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                    helper.make_node("Relu", ["y"], ["out"])], [("x", [1, 32, 28, 28])], ["out"],
+                   {"w": _w(40, 32, 3, 3)})
+    feeds = {"x": RNG.standard_normal((1, 32, 28, 28)).astype(np.float32)}
+    art = braze_compile(model, level=2, target=target)
+    (params,) = art.kernels[0]["schedule_params"].values()
+    assert art.kernels[0]["schedule"] == "winograd" and params["tile_k"] % (bits // 32) == 0
     np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)
 
 

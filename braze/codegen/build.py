@@ -36,7 +36,8 @@ def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, sched
     its tuned schedule when the database has a record for it."""
     try:
         if not scheduled:
-            kernel.packings, kernel.schedule = {}, "none"
+            kernel.plain_layouts()
+            kernel.schedule = "none"
             return primfunc(kernel)
         if tuned is not None and not pins:
             func = tuned.schedule(kernel, target)

@@ -49,10 +49,18 @@ class Kernel:
     #: params stored in another layout (packed weights), by param index;
     #: set by the schedule rule, applied to the constant at assembly
     packings: dict[int, "Packing"] = field(default_factory=dict)
+    #: lowerings that replace an op's own (a rule's algorithm), by op index;
+    #: set by the schedule rule with the packings
+    lowerings: dict[int, Callable] = field(default_factory=dict)
     #: the schedule the kernel was built with ("gemm", "conv2d", "generic",
     #: ...) and its parameters; set by the build
     schedule: str = ""
     schedule_params: dict = field(default_factory=dict)
+
+    def plain_layouts(self) -> None:
+        """Every param in its own layout and every op lowered its own way
+        (before a schedule that packs nothing: generic, tuned, a user's)."""
+        self.packings, self.lowerings = {}, {}
 
     @property
     def kind(self) -> Kind:
@@ -69,12 +77,14 @@ class Packing:
     """A constant parameter stored in another layout, re-laid once at compile
     time: ``pack`` maps the constant's array (numpy) to the stored one of
     ``shape``; ``unpack`` maps the stored tensor (TE) back to a tensor of the
-    original shape, which the schedule inlines into its reader."""
+    original shape, which the schedule inlines into its reader; ``None``
+    when only the rule's own lowering (Kernel.lowerings) reads the stored
+    layout (Winograd's transformed weights)."""
 
     name: str  # e.g. "gemm-panels-32": what the layout is
     shape: tuple[int, ...]
     pack: Callable[[np.ndarray], np.ndarray]
-    unpack: Callable[[te.Tensor], te.Tensor]
+    unpack: Callable[[te.Tensor], te.Tensor] | None
 
 
 def _symbol(text: str) -> str:
@@ -137,10 +147,10 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
     for i, v in enumerate(kernel.params):
         packing = kernel.packings.get(i)
         ph = te.placeholder(packing.shape if packing else v.type.shape, TVM_DTYPES[v.type.dtype], name=f"p{i}")
-        env[id(v)] = packing.unpack(ph) if packing else ph
+        env[id(v)] = packing.unpack(ph) if packing and packing.unpack else ph
         placeholders.append(ph)
     for index, op in enumerate(kernel.ops):
-        fn = find_lowering(op.name)
+        fn = kernel.lowerings.get(index) or find_lowering(op.name)
         where = f"{op.loc}: " if op.loc else ""
         if fn is None:
             raise CodegenError(f"{where}'{op.name}' has no TVM lowering")

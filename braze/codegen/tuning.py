@@ -41,7 +41,7 @@ TUNED_KINDS = (Kind.ANCHOR, Kind.REDUCE)
 
 def workload(kernel: Kernel) -> tvm.IRModule:
     """The kernel's unscheduled PrimFunc as meta_schedule's workload."""
-    kernel.packings = {}
+    kernel.plain_layouts()
     func = primfunc(kernel).with_attr("global_symbol", "main").with_attr("tirx.noalias", True)
     return tvm.IRModule({"main": func})
 
@@ -176,7 +176,8 @@ class TuningDatabase:
             warnings.warn(f"kernel {kernel.name}: its record in {self.path} does not apply ({first_line(e)}); "
                           "using the rules (tune again with this TVM version)", ScheduleWarning, stacklevel=3)
             return None
-        kernel.schedule, kernel.packings = "tuned", {}
+        kernel.plain_layouts()
+        kernel.schedule = "tuned"
         kernel.schedule_params = {"run_ms": round(1e3 * mean(record.run_secs), 6)}
         return sch.mod["main"].with_attr("global_symbol", kernel.name)
 

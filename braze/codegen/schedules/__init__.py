@@ -8,7 +8,7 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: gemm.py, conv.py (dense and depthwise), and base.py's
+One file per rule: gemm.py, conv.py (dense and depthwise), winograd.py, and base.py's
 generic schedule for everything else. ``RULES`` lists them.
 """
 
@@ -21,6 +21,7 @@ from tvm import s_tir, te
 
 from ...errors import BrazeError, ScheduleError
 from ..kernel import Kernel, compute
+from . import winograd  # noqa: F401,I001  (registered first: it takes the 3x3 convs it applies to from conv2d)
 from . import conv, gemm  # noqa: F401  (register the rules)
 from .base import RULES, Rule, Schedule, anchors, attach_to_consumers, inline, schedule_generic
 from .user import describe, schedule_with
@@ -94,16 +95,19 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
 
 
 def _schedule(kernel: Kernel, target, choices: list[Choice]):
-    kernel.packings = {}
+    kernel.plain_layouts()
     for c in choices:
         kernel.packings.update(c.rule.packings(kernel.ops[c.index], kernel, target, c.params))
+        if c.rule.lower is not None:
+            kernel.lowerings[c.index] = c.rule.lower(kernel.ops[c.index], c.params)
     placeholders, outputs = compute(kernel)
     func = te.create_prim_func(placeholders + outputs)
     sch = Schedule(func)
     try:
         sch.get_sblock("root")
     except Exception:  # noqa: BLE001 -- no block structure (an extern call such as TOPI's sort): as is
-        kernel.packings, kernel.schedule, kernel.schedule_params = {}, "extern", {}
+        kernel.plain_layouts()
+        kernel.schedule, kernel.schedule_params = "extern", {}
         return te.create_prim_func(placeholders + outputs).with_attr("global_symbol", kernel.name)
     blocks = anchors(sch)
     chosen = {c.index: c for c in choices}

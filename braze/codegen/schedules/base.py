@@ -13,7 +13,11 @@ elementwise epilogue that the inlining pass left behind it. A rule has:
   another layout (packed once at compile time), by kernel param index;
 - ``prepare(sch, block, op, target, params)`` (optional): a step that
   must come before inlining (padding the iteration space);
-- ``apply(sch, block, op, target, params)``: the schedule itself.
+- ``apply(sch, block, op, target, params)``: the schedule itself;
+- ``lower(op, params)`` (optional): a lowering of the op that replaces its
+  own in this kernel (another algorithm, e.g. Winograd's), as a function
+  of the op's TE operands and attributes. Its stages marked
+  ``braze.keep`` are not inlined: the rule schedules them.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ class Rule:
     #: ``prepare(sch, block, op, target, params)``, run before the
     #: elementwise stages are inlined (while accesses are still plain)
     prepare: Callable | None = None
+    #: ``lower(op, params)``: the op's lowering in this kernel (see above)
+    lower: Callable | None = None
 
 
 RULES: dict[str, Rule] = {}
@@ -90,7 +96,8 @@ def inline(sch: Schedule, anchor_blocks) -> None:
     for block in sch.get_child_blocks(sch.get_sblock("root")):
         name = sch.get(block).name_hint
         if name in anchor_names or name in outputs or not is_spatial(sch, block) \
-                or int(sch.get(block).annotations.get("braze.at_consumer", 0)):
+                or int(sch.get(block).annotations.get("braze.at_consumer", 0)) \
+                or int(sch.get(block).annotations.get("braze.keep", 0)):
             continue
         consumers = sch.get_consumers(block)
         feeds_anchor = any(sch.get(c).name_hint in anchor_names for c in consumers)

@@ -62,7 +62,7 @@ def schedule_with(kernel: Kernel, target, spec):
     """The kernel's PrimFunc scheduled by the user's function. Sets
     ``kernel.schedule`` ("function") and ``kernel.schedule_params``."""
     fn = load_function(spec)
-    kernel.packings = {}
+    kernel.plain_layouts()
     placeholders, outputs = compute(kernel)
     sch = s_tir.Schedule(te.create_prim_func(placeholders + outputs))
     result = fn(sch, kernel, target)

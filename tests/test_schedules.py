@@ -78,14 +78,16 @@ def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
         assert art.kernels[0]["schedule"] == rule
 
 
-@pytest.mark.parametrize("n,c,k,hw,pads,bias,epilogue", [
-    (1, 32, 32, 28, [1, 1, 1, 1], True, "residual"),  # whole tiles, two channel blocks of 16
-    (1, 32, 48, 30, [1, 1, 1, 1], False, "relu"),     # a partial last tile; 48 channels: blocks of 16
-    (2, 40, 32, 29, [0, 2, 1, 1], True, "none"),      # two images, uneven pads: a 28x30 output
+@pytest.mark.parametrize("n,c,k,hw,pads,bias,epilogue,tile", [
+    (1, 32, 32, 28, [1, 1, 1, 1], True, "residual", 4),  # whole tiles, two channel blocks of 16
+    (1, 32, 48, 30, [1, 1, 1, 1], False, "relu", 4),     # a partial last tile; 48 channels: blocks of 16
+    (2, 40, 32, 29, [0, 2, 1, 1], True, "none", 4),      # two images, uneven pads: a 28x30 output
+    (1, 32, 32, 15, [1, 1, 1, 1], True, "relu", 2),      # 15x15: too few 4x4 tiles, 8x8 of 2x2 (a partial one)
 ])
-def test_winograd_edges(n, c, k, hw, pads, bias, epilogue):
-    """3x3 stride-1 convs on maps of at least 7x7 tiles take the Winograd
-    rule; its rounding stays inside braze's model tolerance."""
+def test_winograd_edges(n, c, k, hw, pads, bias, epilogue, tile):
+    """3x3 stride-1 convs with at least 7x7 output tiles take the Winograd
+    rule (4x4 tiles where there are enough, else 2x2); its rounding stays
+    inside braze's model tolerance."""
     oh, ow = hw + pads[0] + pads[2] - 2, hw + pads[1] + pads[3] - 2
     nodes = [helper.make_node("Conv", ["x", "w", "b"] if bias else ["x", "w"], ["y"], kernel_shape=[3, 3],
                               pads=pads)]
@@ -98,9 +100,11 @@ def test_winograd_edges(n, c, k, hw, pads, bias, epilogue):
     weights = {"w": _w(k, c, 3, 3), **({"b": _w(k)} if bias else {})}
     art = _check(_model(nodes, inputs, ["out"], weights))
     assert art.kernels[0]["schedule"] == "winograd"
+    (params,) = art.kernels[0]["schedule_params"].values()
+    assert params["tile"] == tile
 
 
-@pytest.mark.parametrize("c,k,hw", [(64, 64, 14), (16, 16, 56), (32, 32, 6)])
+@pytest.mark.parametrize("c,k,hw", [(64, 64, 12), (16, 16, 56), (32, 32, 6)])
 def test_winograd_leaves_small_maps_and_thin_convs_to_conv2d(c, k, hw):
     """Few tiles (the transformed weights cost more than the multiplications
     saved) or few channels (the transforms cost more than the GEMM): direct."""
@@ -111,14 +115,15 @@ def test_winograd_leaves_small_maps_and_thin_convs_to_conv2d(c, k, hw):
 
 
 def test_winograd_transforms_compute_a_correlation():
-    """A^T [(G g G^T) . (B^T d B)] A is the 4x4 correlation of a 6x6 patch with a 3x3 kernel."""
-    from braze.codegen.schedules.winograd import AT, BT, transform_weights
+    """A^T [(G g G^T) . (B^T d B)] A is the m x m correlation of an (m+2) x (m+2) patch with a 3x3 kernel."""
+    from braze.codegen.schedules.winograd import MATRICES, transform_weights
 
-    d, g = RNG.standard_normal((6, 6)), RNG.standard_normal((3, 3))
-    u = transform_weights(g.reshape(1, 1, 3, 3)).reshape(6, 6)
-    got = AT @ (u * (BT @ d @ BT.T)) @ AT.T
-    direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * g) for j in range(4)] for i in range(4)])
-    np.testing.assert_allclose(got, direct, rtol=1e-12, atol=1e-12)
+    for m, (bt, _, at) in MATRICES.items():
+        d, g = RNG.standard_normal((m + 2, m + 2)), RNG.standard_normal((3, 3))
+        u = transform_weights(g.reshape(1, 1, 3, 3), m).reshape(m + 2, m + 2)
+        got = at @ (u * (bt @ d @ bt.T)) @ at.T
+        direct = np.array([[np.sum(d[i:i + 3, j:j + 3] * g) for j in range(m)] for i in range(m)])
+        np.testing.assert_allclose(got, direct, rtol=1e-12, atol=1e-12)
 
 
 def test_pinning_conv2d_over_winograd():

@@ -113,7 +113,14 @@ def _halve_double(op, target, defaults) -> list[dict]:
             for f in (lambda x: max(1, x // 2), lambda x: 2 * x)]
 
 
-_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "depthwise": _depthwise_grid}
+def _winograd_grid(op, target, defaults) -> list[dict]:
+    k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // 4)
+    v = lanes(target)
+    return [{"tile_k": tk, "tile_t": _divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
+            for b in (2, 4, 8)]
+
+
+_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "depthwise": _depthwise_grid, "winograd": _winograd_grid}
 
 
 def auto_variants(kernel: Kernel, target, count: int = 5) -> list[Variant]:

@@ -59,6 +59,8 @@ def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
                 continue
             if not rule.applies(op, kernel, target):
                 continue
+            if not wanted and rule.profitable is not None and not rule.profitable(op, kernel, target):
+                continue
             params = rule.defaults(op, kernel, target)
             if params is None:
                 continue

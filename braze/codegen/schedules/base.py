@@ -14,6 +14,9 @@ elementwise epilogue that the inlining pass left behind it. A rule has:
 - ``prepare(sch, block, op, target, params)`` (optional): a step that
   must come before inlining (padding the iteration space);
 - ``apply(sch, block, op, target, params)``: the schedule itself;
+- ``profitable(op, kernel, target)`` (optional): whether the rule is worth
+  taking when no rule is pinned (Winograd on a small map is not); a pin
+  (``braze schedule --rule``) takes any rule that applies;
 - ``lower(op, params)`` (optional): a lowering of the op that replaces its
   own in this kernel (another algorithm, e.g. Winograd's), as a function
   of the op's TE operands and attributes. Its stages marked
@@ -46,6 +49,8 @@ class Rule:
     #: ``prepare(sch, block, op, target, params)``, run before the
     #: elementwise stages are inlined (while accesses are still plain)
     prepare: Callable | None = None
+    #: ``profitable(op, kernel, target)``: taken by default (see above)
+    profitable: Callable | None = None
     #: ``lower(op, params)``: the op's lowering in this kernel (see above)
     lower: Callable | None = None
 

@@ -42,17 +42,27 @@ from ..kernel import Packing
 from ..registry import anchor_attrs
 from .base import Rule, blocks_under, epilogue_of, extent, lanes, register
 
-#: B^T (input transform), G (weight transform) and A^T (output transform) of
-#: F(4, 3) at the points 0, -1, 1, -2, 2 (and infinity)
-BT = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
-               [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64)
-G = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
-              [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=np.float64)
-AT = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
-               [0, 1, -1, 8, -8, 1]], dtype=np.float64)
-TILE, ALPHA = 4, 6
+#: F(m, 3) for each output tile size m: B^T (input transform), G (weight
+#: transform) and A^T (output transform); F(4, 3) at the points 0, -1, 1,
+#: -2, 2 (and infinity), F(2, 3) at 0, -1, 1
+MATRICES = {
+    4: (np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                  [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], dtype=np.float64),
+        np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                  [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], dtype=np.float64),
+        np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+                  [0, 1, -1, 8, -8, 1]], dtype=np.float64)),
+    2: (np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], dtype=np.float64),
+        np.array([[1, 0, 0], [1 / 2, 1 / 2, 1 / 2], [1 / 2, -1 / 2, 1 / 2], [0, 0, 1]], dtype=np.float64),
+        np.array([[1, 1, 1, 0], [0, 1, -1, -1]], dtype=np.float64)),
+}
 #: the fewest output tiles (per image) a conv must have to take this rule
 _MIN_TILES = 49
+
+
+def _tiles(op, m: int) -> tuple[int, int]:
+    oh, ow = op.results[0].type.shape[2:]
+    return -(-oh // m), -(-ow // m)
 
 
 def _attrs(op) -> dict:
@@ -68,19 +78,30 @@ def applies(op, kernel, target) -> bool:
             and all(d == 1 for d in attrs["dilations"]) and _weight_param(op, kernel) is not None)
 
 
+def _tile(op) -> int | None:
+    """The largest output tile that leaves at least ``_MIN_TILES`` tiles."""
+    return next((m for m in (4, 2) if np.prod(_tiles(op, m)) >= _MIN_TILES), None)
+
+
+def profitable(op, kernel, target) -> bool:
+    """Enough tiles that the transformed weights (2.25-4x the originals)
+    cost less than the multiplications saved, and enough channels that the
+    GEMM outweighs the transforms (C*K/(C+K) >= 16: 32 in and out)."""
+    k, c = op.operands[1].type.shape[:2]
+    return _tile(op) is not None and c * k >= 16 * (c + k)
+
+
 def defaults(op, kernel, target) -> dict | None:
-    _, k, oh, ow = op.results[0].type.shape
-    c = op.operands[1].type.shape[1]
-    th, tw = -(-oh // TILE), -(-ow // TILE)
-    if th * tw < _MIN_TILES or c * k < 16 * (c + k):
-        return None  # the direct conv2d rule is faster here
+    k = op.results[0].type.shape[1]
+    m = _tile(op) or 2
+    tw = _tiles(op, m)[1]
     v = lanes(target)
     for tile_k in (2 * v, v):
         if k % tile_k == 0:
             # about 14 accumulators: tile_t tiles of tile_k / v vectors
             budget = 16 // (tile_k // v)
             tile_t = max(d for d in range(1, min(tw, budget) + 1) if tw % d == 0)
-            return {"tile_k": tile_k, "tile_t": tile_t}
+            return {"tile": m, "tile_k": tile_k, "tile_t": tile_t}
     return None
 
 
@@ -92,26 +113,35 @@ def _weight_param(op, kernel) -> int | None:
     return None
 
 
-def transform_weights(w: np.ndarray) -> np.ndarray:
-    """U[e1 * 6 + e2, k, c] = (G g[k, c] G^T)[e1, e2], in float64."""
+def _tile_param(params) -> int:
+    m = int(params.get("tile", 4))
+    if m not in MATRICES:
+        raise ValueError(f"winograd tile must be one of {sorted(MATRICES)} (outputs per side), got {m}")
+    return m
+
+
+def transform_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
+    """U[e1 * alpha + e2, k, c] = (G g[k, c] G^T)[e1, e2], in float64."""
     k, c = w.shape[:2]
-    u = np.einsum("ar,kcrs,bs->abkc", G, w.astype(np.float64), G)
-    return u.reshape(ALPHA * ALPHA, k, c)
+    g = MATRICES[m][1]
+    u = np.einsum("ar,kcrs,bs->abkc", g, w.astype(np.float64), g)
+    return u.reshape(len(g) ** 2, k, c)
 
 
 def packings(op, kernel, target, params) -> dict:
     index = _weight_param(op, kernel)
     k, c = op.operands[1].type.shape[:2]
-    kt = int(params["tile_k"])
-    if index is None or k % kt:
-        return {}
+    kt, m = int(params["tile_k"]), _tile_param(params)
+    if index is None or kt < 1 or k % kt:
+        raise ValueError(f"winograd tile_k must divide the {k} output channels, got {kt}")
+    alpha = m + 2
 
     def pack(w: np.ndarray) -> np.ndarray:
-        u = transform_weights(w).reshape(ALPHA * ALPHA, k // kt, kt, c).transpose(0, 1, 3, 2)
+        u = transform_weights(w, m).reshape(alpha * alpha, k // kt, kt, c).transpose(0, 1, 3, 2)
         return u.astype(w.dtype)
 
     # no unpack: only this rule's lowering reads the transformed weights
-    return {index: Packing(f"winograd-f4x3-{kt}", (ALPHA * ALPHA, k // kt, c, kt), pack, None)}
+    return {index: Packing(f"winograd-f{m}x3-{kt}", (alpha * alpha, k // kt, c, kt), pack, None)}
 
 
 def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:
@@ -134,7 +164,7 @@ def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:
     return expr
 
 
-def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int):
+def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int = 4):
     """The Winograd convolution of NCHW ``x`` with the packed transformed
     weights ``u``: the four stages of the module's doc, as TE."""
     from ..lowerings.conv import _add_bias  # noqa: PLC0415 (lowerings import the registry, as we do)
@@ -143,39 +173,41 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int):
     k = int(u.shape[1]) * int(u.shape[3])
     pt, pl, pb, pr = (int(p) for p in pads)
     oh, ow = height + pt + pb - 2, width + pl + pr - 2
-    th, tw = -(-oh // TILE), -(-ow // TILE)  # a partial last tile computes on zeros
+    bt, _, at = MATRICES[m]
+    alpha = m + 2
+    th, tw = -(-oh // m), -(-ow // m)  # a partial last tile computes on zeros
     keep = {"braze.keep": 1}
 
     def padded(b, y, xx, ch):
         inside = tirx.all(y >= pt, y < pt + height, xx >= pl, xx < pl + width)
         return tirx.if_then_else(inside, x[b, ch, y - pt, xx - pl], tirx.const(0.0, x.dtype))
 
-    d = te.compute((n, TILE * th + 2, TILE * tw + 2, c), padded, name="wino_pad", attrs=keep)
-    rows = te.compute((n, th, tw, ALPHA, ALPHA, c),
-                      lambda b, ty, tx, r, e2, ch: _combine(BT, e2, lambda s: d[b, TILE * ty + r, TILE * tx + s, ch]),
+    d = te.compute((n, m * th + 2, m * tw + 2, c), padded, name="wino_pad", attrs=keep)
+    rows = te.compute((n, th, tw, alpha, alpha, c),
+                      lambda b, ty, tx, r, e2, ch: _combine(bt, e2, lambda s: d[b, m * ty + r, m * tx + s, ch]),
                       name="wino_row", attrs=keep)
-    v = te.compute((ALPHA, ALPHA, n, th, tw, c),
-                   lambda e1, e2, b, ty, tx, ch: _combine(BT, e1, lambda r: rows[b, ty, tx, r, e2, ch]),
+    v = te.compute((alpha, alpha, n, th, tw, c),
+                   lambda e1, e2, b, ty, tx, ch: _combine(bt, e1, lambda r: rows[b, ty, tx, r, e2, ch]),
                    name="wino_in", attrs=keep)
     rc = te.reduce_axis((0, c), name="rc")
-    m = te.compute((ALPHA, ALPHA, n, th, tw, k),
-                   lambda e1, e2, b, ty, tx, o: te.sum(v[e1, e2, b, ty, tx, rc] * u[e1 * ALPHA + e2, o // kt, rc, o % kt],
+    prod = te.compute((alpha, alpha, n, th, tw, k),
+                      lambda e1, e2, b, ty, tx, o: te.sum(v[e1, e2, b, ty, tx, rc] * u[e1 * alpha + e2, o // kt, rc, o % kt],
                                                        axis=rc),
                    name="wino_gemm", attrs=anchor_attrs())
-    cols = te.compute((n, TILE * th, tw, ALPHA, k),
-                      lambda b, y, tx, e2, o: _combine(AT, y % TILE, lambda e1: m[e1, e2, b, y // TILE, tx, o]),
+    cols = te.compute((n, m * th, tw, alpha, k),
+                      lambda b, y, tx, e2, o: _combine(at, y % m, lambda e1: prod[e1, e2, b, y // m, tx, o]),
                       name="wino_out_rows", attrs=keep)
     out = te.compute((n, k, oh, ow),
-                     lambda b, o, y, xx: _combine(AT, xx % TILE, lambda e2: cols[b, y, xx // TILE, e2, o]),
+                     lambda b, o, y, xx: _combine(at, xx % m, lambda e2: cols[b, y, xx // m, e2, o]),
                      name="wino_out", attrs=keep)
     return _add_bias(out, bias)
 
 
 def lowering(op, params):
-    kt = int(params["tile_k"])
+    kt, m = int(params["tile_k"]), _tile_param(params)
 
     def fn(x, u, bias=None, **attrs):
-        return lower(x, u, bias, kt=kt, **attrs)
+        return lower(x, u, bias, kt=kt, m=m, **attrs)
 
     return fn
 
@@ -189,7 +221,7 @@ def _next(sch, block, prefix: str, upstream: bool = True):
 
 
 def apply(sch, block, op, target, params) -> set[str]:
-    tile_k, tile_t = int(params["tile_k"]), int(params["tile_t"])
+    tile_k, tile_t, m = int(params["tile_k"]), int(params["tile_t"]), _tile_param(params)
     v = min(lanes(target), tile_k)
     done: set[str] = set()
 
@@ -233,8 +265,8 @@ def apply(sch, block, op, target, params) -> set[str]:
             pass
     b, o, y, xx = sch.get_loops(out)
     ko, oi = sch.split(o, [None, tile_k])
-    ty, yi = sch.split(y, [None, TILE])
-    tx, j = sch.split(xx, [None, TILE])
+    ty, yi = sch.split(y, [None, m])
+    tx, j = sch.split(xx, [None, m])
     oo, ov = sch.split(oi, [None, v])
     sch.reorder(ko, b, ty, yi, tx, j, oo, ov)
     outer = sch.fuse(ko, b, ty)
@@ -270,4 +302,4 @@ def _vector_split(sch, loop, v):
 
 
 register(Rule("winograd", ("nn.conv",), "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "
-              "weights", applies, defaults, apply, packings, lower=lowering))
+              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering))

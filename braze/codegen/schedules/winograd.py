@@ -245,11 +245,11 @@ def apply(sch, block, op, target, params) -> set[str]:
     sch.reorder(*lead, e1, e2, ci)
     sch.compute_at(rows, lead[-1])
     sch.set_scope(rows, 0, "local")
-    for loop in sch.get_loops(rows)[len(lead):-1]:
-        sch.unroll(loop)
-    sch.vectorize(sch.get_loops(rows)[-1])
+    # unrolled: the loops whose index picks the transform's coefficients
+    _, pos, lane = sch.get_loops(rows)[len(lead):]
+    sch.unroll(pos)
+    sch.vectorize(lane)
     sch.unroll(e1)
-    sch.unroll(e2)
     sch.vectorize(ci)
     sch.parallel(sch.fuse(b, ty))
     done |= {sch.get(vin).name_hint, sch.get(rows).name_hint}
@@ -271,7 +271,6 @@ def apply(sch, block, op, target, params) -> set[str]:
     sch.reorder(ko, b, ty, yi, tx, j, oo, ov)
     outer = sch.fuse(ko, b, ty)
     sch.parallel(outer)
-    sch.unroll(yi)
     sch.unroll(j)
     sch.vectorize(ov)
     sch.compute_at(cols, outer)

@@ -1,11 +1,12 @@
-"""3x3 stride-1 convolutions by Winograd's minimal filtering, F(4x4, 3x3).
+"""3x3 stride-1 convolutions by Winograd's minimal filtering, F(m x m, 3x3)
+with output tiles of m = 4 (or 2 where 4x4 tiles are too few).
 
-Each 4x4 block of outputs (a *tile*) of each output channel comes from a 6x6
-patch of the padded input: ``Y = A^T [ sum_c (G g G^T) . (B^T d B) ] A``.
-The element-wise products summed over input channels are 36 independent
-GEMMs (one per position ``e`` of the 6x6 transformed tile) with a quarter of
-the direct convolution's multiplications: 36 * C * K per tile of 16 outputs
-against 9 * 16 * C * K.
+Each m x m block of outputs (a *tile*) of each output channel comes from an
+(m+2) x (m+2) patch of the padded input: ``Y = A^T [ sum_c (G g G^T) .
+(B^T d B) ] A``. The element-wise products summed over input channels are
+(m+2)^2 independent GEMMs (one per position ``e`` of the transformed tile):
+36 * C * K multiplications per 16 outputs with F(4, 3), 16 * C * K per 4
+with F(2, 3), against 9 * C * K per output for the direct convolution.
 
 The kernel runs in four stages, all vectorized over channels:
 
@@ -20,16 +21,17 @@ The kernel runs in four stages, all vectorized over channels:
    the fused epilogue, run on each row of tiles while it is in cache.
 
 ``U = G g G^T`` (the weights) is computed once, at compile time, in float64
-and packed as ``U[36, K / tile_k, C, tile_k]``. Tasks are (channel block,
-row of tiles): a task's weights (36 * C * tile_k floats) stay in L2 while
-the rows of transformed input stream past.
+and packed as ``U[(m+2)^2, K / tile_k, C, tile_k]``. Tasks are (channel
+block, row of tiles): a task's weights stay in L2 while the rows of
+transformed input stream past.
 
-F(4x4, 3x3) multiplies rounding errors by about 25 against a direct
-convolution (measured: 5e-6 of the output's scale on a 64-channel layer
-against 2e-7), well inside the 1e-4 that braze checks models to. The rule
-only takes maps of at least ``_MIN_TILES`` tiles: on small maps the
-transformed weights (4x the originals) cost more memory traffic than the
-multiplications they save.
+Rounding grows with the tile (measured: 5e-6 of the output's scale on a
+64-channel layer with F(4, 3), 2e-6 on a 256-channel one with F(2, 3),
+against about 2e-7 direct), well inside the 1e-4 that braze checks models
+to. The rule is taken by default only on maps of at least ``_MIN_TILES``
+tiles: on smaller maps the transformed weights (4x or 1.8x the originals)
+cost more memory traffic than the multiplications they save (measured in
+ResNet-50, docs/schedules.md).
 """
 
 from __future__ import annotations
@@ -101,7 +103,7 @@ def defaults(op, kernel, target) -> dict | None:
             # about 14 accumulators: tile_t tiles of tile_k / v vectors
             budget = 16 // (tile_k // v)
             tile_t = max(d for d in range(1, min(tw, budget) + 1) if tw % d == 0)
-            return {"tile": m, "tile_k": tile_k, "tile_t": tile_t}
+            return {"tile": m, "tile_k": tile_k, "tile_t": tile_t, "order": 1}
     return None
 
 
@@ -268,8 +270,12 @@ def apply(sch, block, op, target, params) -> set[str]:
     ty, yi = sch.split(y, [None, m])
     tx, j = sch.split(xx, [None, m])
     oo, ov = sch.split(oi, [None, v])
-    sch.reorder(ko, b, ty, yi, tx, j, oo, ov)
-    outer = sch.fuse(ko, b, ty)
+    order = int(params.get("order", 1))
+    if order not in (1, 2):
+        raise ValueError(f"winograd order must be 1 (channel blocks outside) or 2 (rows of tiles outside), got {order}")
+    lead = [ko, b, ty] if order == 1 else [b, ty, ko]
+    sch.reorder(*lead, yi, tx, j, oo, ov)
+    outer = sch.fuse(*lead)
     sch.parallel(outer)
     sch.unroll(j)
     sch.vectorize(ov)

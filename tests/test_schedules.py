@@ -139,6 +139,40 @@ def test_pinning_conv2d_over_winograd():
     assert narrow.kernels[0]["schedule_params"] != default.kernels[0]["schedule_params"]
 
 
+@pytest.mark.parametrize("c,k,group,hw,kernel,rule", [
+    (64, 64, 2, 13, 3, "conv2d"),      # AlexNet-like: 32 output channels a group, blocks of 32
+    (24, 48, 4, 10, 3, "conv2d"),      # 12 a group: quarter-vector blocks of 4
+    (68, 68, 4, 9, 1, "depthwise"),    # ShuffleNet-like: 17 a group, no block fits: one channel a task
+    (32, 48, 4, 8, 1, "pointwise"),    # grouped 1x1 on 64 pixels: rows of a tile straddle groups
+])
+def test_grouped_conv_edges(c, k, group, hw, kernel, rule):
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
+                                     pads=[kernel // 2] * 4, group=group),
+                    helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(k, c // group, kernel, kernel), "b": _w(k)})
+    art = _check(model)
+    assert art.kernels[0]["schedule"] == rule
+
+
+@pytest.mark.parametrize("op", ["Conv", "MatMul"])
+def test_splat_weights_are_packed_like_any_weight(op):
+    """A weight made by ConstantOfShape (the onnx wheel's light models) is
+    one value: it stays a dense argument of its anchor, which the rule
+    packs, rather than a number compiled into a generic loop nest."""
+    shape = [32, 32, 3, 3] if op == "Conv" else [48, 32]
+    nodes = [helper.make_node("ConstantOfShape", ["shape"], ["w"],
+                              value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.01]))]
+    if op == "Conv":
+        nodes.append(helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]))
+        inputs = [("x", [1, 32, 28, 28])]
+    else:
+        nodes.append(helper.make_node("MatMul", ["x", "w"], ["out"]))
+        inputs = [("x", [8, 48])]
+    art = _check(_model(nodes, inputs, ["out"], {"shape": np.array(shape, dtype=np.int64)}))
+    assert art.kernels[0]["schedule"] == ("winograd" if op == "Conv" else "gemm")
+    assert art.kernels[0]["packed"]
+
+
 @pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1)])
 def test_depthwise_edges(c, hw, stride):
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],

@@ -117,13 +117,17 @@ def partition(func: Func) -> list[Kernel]:
 
 
 def _take_immediates(kernel: Kernel) -> None:
-    """Move one-value constants (GELU's 0.5, a splat weight) out of the
+    """Move one-value constants (GELU's 0.5, a splat bias) out of the
     kernel's arguments and into its code: no buffer, and the compiler sees
-    the number."""
+    the number. Not the weights of an anchor (a conv's filter, a matmul's
+    B made by ConstantOfShape): they stay dense arguments, which the
+    anchor's schedule rule packs like any other weight."""
+    weights = {id(op.operands[i]) for op in kernel.ops if lookup(op.name).kind == Kind.ANCHOR
+               for i in range(1, len(op.operands)) if len(op.operands[i].type.shape) >= 2}
     keep = []
     for param, arg in zip(kernel.params, kernel.args):
         value = arg.owner.attributes.get("value") if arg.owner is not None and arg.owner.name == "const" else None
-        if isinstance(value, DenseElements) and len(value.values) == 1:
+        if isinstance(value, DenseElements) and len(value.values) == 1 and id(param) not in weights:
             kernel.immediates[id(param)] = value.values[0]
         else:
             keep.append((param, arg))

@@ -12,10 +12,11 @@ residual, activation) runs on the tile while it is hot and writes rows of
 ``tile_w`` contiguous outputs. Tiles spread over (n, channel blocks, rows).
 No layout change leaves the kernel: activations stay NCHW between kernels.
 
-``depthwise`` (one input channel per output channel): each task computes
-one channel: it pads that channel's plane (in cache), then each output row
-segment of ``tile_w`` columns, the R x S taps unrolled, vectorized along
-the row.
+``depthwise`` (one input channel per output channel, or any grouped conv
+whose groups are too narrow for conv2d's channel blocks): each task
+computes one channel: it pads that channel's plane(s) (in cache), then each
+output row segment of ``tile_w`` columns, the R x S taps unrolled,
+vectorized along the row.
 """
 
 from __future__ import annotations
@@ -43,8 +44,16 @@ def _divisor_at_most(n: int, limit: int) -> int:
 
 # -- dense (group 1) -----------------------------------------------------------------------------
 
+def _channels_per_group(op) -> tuple[int, int]:
+    """(output channels, input channels) of one group."""
+    group = _group(op)
+    return op.results[0].type.shape[1] // group, op.operands[1].type.shape[1]
+
+
 def conv_applies(op, kernel, target) -> bool:
-    return _is_2d_f32(op) and _group(op) == 1
+    """Dense, or grouped with more than one input channel per group (a
+    depthwise conv has its own rule)."""
+    return _is_2d_f32(op) and (_group(op) == 1 or _channels_per_group(op)[1] > 1)
 
 
 def conv_defaults(op, kernel, target) -> dict | None:
@@ -59,8 +68,10 @@ def conv_defaults(op, kernel, target) -> dict | None:
     ih, iw = op.operands[0].type.shape[2:]
     l2 = getattr(target, "l2_bytes", 1 << 20)
     order = 2 if k * c * r * s * 4 <= l2 // 2 < c * ih * iw * 4 else 1
-    for tile_k, budget in ((2 * v, 12), (v, 16), (v // 2, 16)):
-        if tile_k >= 4 and k % tile_k == 0:
+    # a grouped conv: a block of channels must sit in one group (they share the input channels)
+    kg = _channels_per_group(op)[0]
+    for tile_k, budget in ((2 * v, 12), (v, 16), (v // 2, 16), (v // 4, 16)):
+        if tile_k >= 4 and kg % tile_k == 0:
             return {"tile_k": tile_k, "tile_w": _divisor_at_most(ow, budget), "order": order}
     return None
 
@@ -142,6 +153,8 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
 # -- pointwise (1x1) as a GEMM ------------------------------------------------------------------
 
 def pw_applies(op, kernel, target) -> bool:
+    """A 1x1 conv, dense or grouped (each row of a tile reads its own
+    group's input channels: rows may straddle groups)."""
     if not conv_applies(op, kernel, target):
         return False
     attrs = lookup(op.name).normalize_attrs(op.attributes)
@@ -250,8 +263,10 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
 # -- depthwise -----------------------------------------------------------------------------------
 
 def dw_applies(op, kernel, target) -> bool:
-    x, w = op.operands[0].type.shape, op.operands[1].type.shape
-    return _is_2d_f32(op) and _group(op) == x[1] and w[1] == 1 and w[0] == x[1]
+    """Depthwise, and any grouped conv that conv2d's channel blocks do not
+    fit (fewer output channels per group than a vector: each output
+    channel is then a task of its own, vectorized along the row)."""
+    return _is_2d_f32(op) and _group(op) > 1
 
 
 def dw_defaults(op, kernel, target) -> dict | None:

@@ -56,3 +56,31 @@ def test_canonicalized_module_matches_onnxruntime(name):
     module = check_against_ort(CASES[name], rtol=1e-5, atol=1e-5, pipeline="canonicalize,cse,dce")
     names = [op.name for op in module.main.body.ops]
     assert "nn.batch_norm" not in names and "tensor.shape" not in names
+
+
+def test_a_transposed_weight_folds_past_the_fold_limit(monkeypatch):
+    """A Gemm's transB of a constant larger than FOLD_LIMIT still folds
+    (moving costs a copy, never more), so the matmul reads a plain weight
+    that its schedule rule can pack; arithmetic on it does not."""
+    import braze.ir.fold as fold
+
+    monkeypatch.setattr(fold, "FOLD_LIMIT", 4)
+    text = f"""{HEAD} g (float[4,3] x) => (float[4,2] y, float[2,3] z)
+        <float[2,3] w = {{{floats(6)}}}> {{
+        y = Gemm<transB = 1>(x, w)
+        z = Add(w, w) }}"""
+    module = check_against_ort(text, pipeline="canonicalize,cse,dce")
+    names = [op.name for op in module.main.body.ops]
+    assert "tensor.transpose" not in names and "math.add" in names
+
+
+def test_a_splat_weight_stays_a_splat_when_transposed():
+    """ConstantOfShape weights (the onnx wheel's light models) transposed or
+    reshaped stay one-value constants: nothing is materialized."""
+    text = f"""{HEAD} g (float[4,3] x) => (float[4,2] y) <int64[2] shape = {{2, 3}}> {{
+        w = ConstantOfShape<value = float[1] {{0.5}}>(shape)
+        y = Gemm<transB = 1>(x, w) }}"""
+    module = check_against_ort(text, pipeline="canonicalize,cse,dce")
+    consts = [op for op in module.main.body.ops if op.name == "const"]
+    assert "tensor.transpose" not in [op.name for op in module.main.body.ops]
+    assert any(getattr(op.attributes["value"], "splat", False) and op.result.type.shape == (3, 2) for op in consts)

@@ -20,8 +20,8 @@ import numpy as np
 
 from ..ir import Builder, Module, Operation, Value, constant_value
 from ..ir.core import Block
-from ..ir.fold import fold_op
-from ..ir.types import Location
+from ..ir.fold import MOVES, fold_op
+from ..ir.types import DenseElements, Location
 
 Rewrite = Callable[[Operation, "Rewriter"], "list[Value] | None"]
 
@@ -59,11 +59,19 @@ class Rewriter:
     def const(self, array: np.ndarray, hint: str | None = None, loc: Location | None = None) -> Value:
         return self.builder.const(array, hint, loc or self.op.loc)
 
+    def splat(self, value: DenseElements, ty) -> Value:
+        """A constant of type ``ty`` filled with ``value``'s one element."""
+        op = self.builder.insert(Operation("const", [], [ty], {"value": value}, loc=self.op.loc))
+        return op.result
+
 
 def fold_constants(op: Operation, rw: Rewriter) -> list[Value] | None:
     """Replace an op whose operands are all constants by constants."""
     if op.name == "const" or op.regions or not op.results:
         return None
+    splat = _moved_splat(op)
+    if splat is not None:  # a splat weight transposed or reshaped: a splat, never materialized
+        return [rw.splat(splat, op.result.type)]
     inputs = [rw.value(v) for v in op.operands]
     out = fold_op(op, rw.module, inputs)
     if out is None:
@@ -72,6 +80,15 @@ def fold_constants(op: Operation, rw: Rewriter) -> list[Value] | None:
     if sum(a.size for a in out) > max(1 << 16, 2 * sum(x.size for x in inputs if x is not None)):
         return None
     return [rw.const(a, f"{op.loc.name}.folded" if op.loc else None) for a in out]
+
+
+def _moved_splat(op: Operation):
+    """The one value of a splat constant that ``op`` only moves, or None."""
+    if op.name not in MOVES or len(op.results) != 1:
+        return None
+    src = op.operands[0].owner
+    value = src.attributes.get("value") if src is not None and src.name == "const" else None
+    return value if isinstance(value, DenseElements) and value.splat else None
 
 
 def apply_patterns(module: Module, patterns: tuple[Pattern, ...], fold: bool = True) -> bool:

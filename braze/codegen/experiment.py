@@ -27,7 +27,7 @@ from .kernel import Kernel, partition
 from .listing import KernelInfo, describe_kernel, fused, kernels, kernels_table, op_flops, params_text
 from .pins import check_pin, find_kernel, parse_variant
 from .schedules import plan
-from .schedules.base import lanes
+from .schedules.base import divisor_at_most, lanes
 from .schedules.user import describe
 
 #: a variant whose timed rounds add up to this many ms stops after MIN_ROUNDS
@@ -85,10 +85,6 @@ def candidates(kernel: Kernel, target) -> tuple[str, dict, list[dict]]:
     return c.rule.name, c.params, alts
 
 
-def _divisor_at_most(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
-
-
 def _gemm_grid(op, target, defaults) -> list[dict]:
     m, n = op.results[0].type.shape[-2], op.results[0].type.shape[-1]
     v = lanes(target)
@@ -98,13 +94,13 @@ def _gemm_grid(op, target, defaults) -> list[dict]:
 def _conv_grid(op, target, defaults) -> list[dict]:
     k, ow = op.results[0].type.shape[1], op.results[0].type.shape[3]
     v = lanes(target)
-    return [{"tile_k": tk, "tile_w": _divisor_at_most(ow, b)} for tk in (v, 2 * v) if tk >= 4 and k % tk == 0
+    return [{"tile_k": tk, "tile_w": divisor_at_most(ow, b)} for tk in (v, 2 * v) if tk >= 4 and k % tk == 0
             for b in (4, 8, 14)]
 
 
 def _depthwise_grid(op, target, defaults) -> list[dict]:
     ow = op.results[0].type.shape[3]
-    return [{"tile_w": _divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
+    return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
 
 
 def _halve_double(op, target, defaults) -> list[dict]:
@@ -116,7 +112,7 @@ def _halve_double(op, target, defaults) -> list[dict]:
 def _winograd_grid(op, target, defaults) -> list[dict]:
     k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // 4)
     v = lanes(target)
-    return [{"tile_k": tk, "tile_t": _divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
+    return [{"tile_k": tk, "tile_t": divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
             for b in (2, 4, 8)]
 
 

@@ -72,6 +72,19 @@ def lanes(target, dtype: str = "float32") -> int:
     return max(1, bits // width)
 
 
+def divisor_at_most(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def weight_param(op, kernel) -> int | None:
+    """The kernel param index of the conv's weight when it is a constant."""
+    w = op.operands[1]
+    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
+        if param is w and arg.owner is not None and arg.owner.name == "const":
+            return i
+    return None
+
+
 def extent(sch: Schedule, loop) -> int:
     return int(sch.get(loop).extent)
 

@@ -26,7 +26,7 @@ from tvm import te
 
 from ...ir.registry import lookup
 from ..kernel import Packing
-from .base import Rule, blocks_under, epilogue_of, extent, lanes, place_at, register
+from .base import Rule, blocks_under, divisor_at_most, epilogue_of, extent, lanes, place_at, register, weight_param
 
 
 def _group(op) -> int:
@@ -36,10 +36,6 @@ def _group(op) -> int:
 def _is_2d_f32(op) -> bool:
     return len(op.operands[0].type.shape) == 4 and op.results[0].type.dtype == "f32" and all(
         d > 0 for d in op.results[0].type.shape)
-
-
-def _divisor_at_most(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
 # -- dense (group 1) -----------------------------------------------------------------------------
@@ -72,20 +68,12 @@ def conv_defaults(op, kernel, target) -> dict | None:
     kg = _channels_per_group(op)[0]
     for tile_k, budget in ((2 * v, 12), (v, 16), (v // 2, 16), (v // 4, 16)):
         if tile_k >= 4 and kg % tile_k == 0:
-            return {"tile_k": tile_k, "tile_w": _divisor_at_most(ow, budget), "order": order}
-    return None
-
-
-def _weight_param(op, kernel) -> int | None:
-    w = op.operands[1]
-    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
-        if param is w and arg.owner is not None and arg.owner.name == "const":
-            return i
+            return {"tile_k": tile_k, "tile_w": divisor_at_most(ow, budget), "order": order}
     return None
 
 
 def conv_packings(op, kernel, target, params) -> dict:
-    index = _weight_param(op, kernel)
+    index = weight_param(op, kernel)
     if index is None:
         return {}
     k, c, r, s = op.operands[1].type.shape
@@ -181,13 +169,13 @@ def pw_defaults(op, kernel, target) -> dict | None:
         if k % tile_m == 0:
             # order 2 walks blocks of pixel tiles (up to 512 pixels): longer runs
             # of each output row than one tile gives, for the prefetcher
-            block_n = _divisor_at_most(hw // tile_n, max(1, 512 // tile_n)) if order == 2 else 1
+            block_n = divisor_at_most(hw // tile_n, max(1, 512 // tile_n)) if order == 2 else 1
             return {"tile_m": tile_m, "tile_n": tile_n, "order": order, "block_n": block_n}
     return None
 
 
 def pw_packings(op, kernel, target, params) -> dict:
-    index = _weight_param(op, kernel)
+    index = weight_param(op, kernel)
     if index is None:
         return {}
     k, c, _, _ = op.operands[1].type.shape
@@ -271,7 +259,7 @@ def dw_applies(op, kernel, target) -> bool:
 
 def dw_defaults(op, kernel, target) -> dict | None:
     ow = op.results[0].type.shape[3]
-    return {"tile_w": ow if ow <= 64 else _divisor_at_most(ow, 64)}
+    return {"tile_w": ow if ow <= 64 else divisor_at_most(ow, 64)}
 
 
 def dw_apply(sch, block, op, target, params) -> set[str]:

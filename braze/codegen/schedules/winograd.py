@@ -42,7 +42,7 @@ from tvm import te, tirx
 from ...ir.registry import lookup
 from ..kernel import Packing
 from ..registry import anchor_attrs
-from .base import Rule, blocks_under, epilogue_of, extent, lanes, register
+from .base import Rule, blocks_under, divisor_at_most, epilogue_of, extent, lanes, register, weight_param
 
 #: F(m, 3) for each output tile size m: B^T (input transform), G (weight
 #: transform) and A^T (output transform); F(4, 3) at the points 0, -1, 1,
@@ -77,7 +77,7 @@ def applies(op, kernel, target) -> bool:
         return False
     attrs = _attrs(op)
     return (int(attrs["group"]) == 1 and tuple(w[2:]) == (3, 3) and all(s == 1 for s in attrs["strides"])
-            and all(d == 1 for d in attrs["dilations"]) and _weight_param(op, kernel) is not None)
+            and all(d == 1 for d in attrs["dilations"]) and weight_param(op, kernel) is not None)
 
 
 def _tile(op) -> int | None:
@@ -102,16 +102,8 @@ def defaults(op, kernel, target) -> dict | None:
         if k % tile_k == 0:
             # about 14 accumulators: tile_t tiles of tile_k / v vectors
             budget = 16 // (tile_k // v)
-            tile_t = max(d for d in range(1, min(tw, budget) + 1) if tw % d == 0)
+            tile_t = divisor_at_most(tw, budget)
             return {"tile": m, "tile_k": tile_k, "tile_t": tile_t, "order": 1}
-    return None
-
-
-def _weight_param(op, kernel) -> int | None:
-    w = op.operands[1]
-    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
-        if param is w and arg.owner is not None and arg.owner.name == "const":
-            return i
     return None
 
 
@@ -131,7 +123,7 @@ def transform_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
 
 
 def packings(op, kernel, target, params) -> dict:
-    index = _weight_param(op, kernel)
+    index = weight_param(op, kernel)
     k, c = op.operands[1].type.shape[:2]
     kt, m = int(params["tile_k"]), _tile_param(params)
     if index is None or kt < 1 or k % kt:

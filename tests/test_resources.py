@@ -111,6 +111,33 @@ def test_interrupted_compile_leaves_no_artifact(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
+def test_ctrl_c_inside_tvm_stays_a_keyboard_interrupt_from_python(monkeypatch):
+    """TVM's FFI turns a KeyboardInterrupt raised while its C++ runs into a
+    bare RuntimeError; braze.compile must not report it as a CodegenError
+    (nor fall back and go on): it raises KeyboardInterrupt. Simulated: the
+    final TVM compile gets SIGINT and fails the way the FFI does."""
+    import tvm
+
+    from braze.compiler import compile as braze_compile
+
+    real = tvm.compile
+
+    def interrupted_compile(*args, **kwargs):
+        if not isinstance(args[0], tvm.IRModule) or len(args[0].functions) < 2:
+            return real(*args, **kwargs)
+        try:
+            signal.raise_signal(signal.SIGINT)
+        except KeyboardInterrupt:
+            raise RuntimeError() from None  # what the FFI hands back
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tvm, "compile", interrupted_compile)
+    monkeypatch.setenv("BRAZE_CACHE_DIR", "")  # a real build, not a cached artifact
+    with pytest.raises(KeyboardInterrupt):
+        braze_compile(str(tiny("mobilenetv2-tiny")), level=2)
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 def test_save_killed_midway_leaves_no_artifact_and_its_temp_is_removed(tmp_path):
     """Killed while writing the artifact: the destination does not exist, and the
     temporary folder it leaves is removed by the next save into that folder."""

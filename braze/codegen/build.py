@@ -10,6 +10,7 @@ import tvm
 from ..errors import BrazeError, CodegenError
 from ..ir import Module
 from ..targets import Target
+from . import interrupts
 from .assemble import assemble, lowering_pipeline
 from .kernel import Kernel, partition, primfunc
 from .schedules import ScheduleWarning, schedule_kernel
@@ -47,6 +48,7 @@ def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, sched
     except BrazeError:
         raise
     except Exception as e:  # TVM raises many types; all mean "this kernel cannot be built"
+        interrupts.check()
         raise CodegenError(f"kernel {kernel.name} ({', '.join(kernel.nodes)}): {_tvm_message(e)}") from None
 
 
@@ -58,7 +60,12 @@ def build(module: Module, target: Target, on_group_failure=None, schedules: dict
     otherwise the CodegenError propagates. ``schedules`` pins a kernel's
     schedule: kernel name -> ``{"rule": NAME, "params": {...}}``; ``tuning_db``
     (a tuning.TuningDatabase) gives the kernels it has records for their
-    tuned schedules."""
+    tuned schedules. Ctrl-C stays a KeyboardInterrupt (interrupts.py)."""
+    with interrupts.watch():
+        return _build(module, target, on_group_failure, schedules, tuning_db)
+
+
+def _build(module: Module, target: Target, on_group_failure, schedules: dict | None, tuning_db) -> Compiled:
     if target.kind == "cuda":  # GPU kernels: dlight's schedules and nvcc (gpu.py); not the CPU rules
         from . import gpu
 
@@ -82,12 +89,14 @@ def build(module: Module, target: Target, on_group_failure=None, schedules: dict
         executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
                                  relax_pipeline=lowering_pipeline(tgt))
     except Exception as e:  # noqa: BLE001 -- find the kernels TVM cannot lower, build them unscheduled
+        interrupts.check()
         if not _unschedule_failures(kernels, primfuncs, target, tgt):
             raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e)}") from None
         try:
             executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
                                      relax_pipeline=lowering_pipeline(tgt))
         except Exception as e2:  # noqa: BLE001
+            interrupts.check()
             raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e2)}") from None
     return Compiled(executable, kernels, target)
 
@@ -103,6 +112,7 @@ def _unschedule_failures(kernels: list[Kernel], primfuncs: dict, target: Target,
         try:
             tvm.compile(tvm.IRModule({k.name: primfuncs[k.name]}), target=tgt)
         except Exception as e:  # noqa: BLE001
+            interrupts.check()
             warnings.warn(f"kernel {k.name}: scheduled code did not compile ({_tvm_message(e)}); "
                           "using the unscheduled kernel", ScheduleWarning, stacklevel=3)
             primfuncs[k.name] = build_kernel(k, target, scheduled=False)

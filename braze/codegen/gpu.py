@@ -30,6 +30,7 @@ from tvm.s_tir import dlight as dl
 from ..errors import BrazeError, CodegenError
 from ..ir import Module
 from ..targets import Target
+from . import interrupts
 from .assemble import assemble
 from .kernel import Kernel, partition, primfunc
 from .target import tvm_target
@@ -126,6 +127,7 @@ def build(module: Module, target: Target, on_group_failure=None):
             try:
                 primfuncs[k.name] = build_kernel(k, tgt)
             except Exception as e:  # noqa: BLE001 -- TVM raises many types
+                interrupts.check()
                 if isinstance(e, BrazeError) and not isinstance(e, CodegenError):
                     raise
                 error = CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {_tvm_message(e)}")
@@ -141,6 +143,7 @@ def build(module: Module, target: Target, on_group_failure=None):
             with tgt:
                 executable = tvm.compile(relax_mod, target=tgt, relax_pipeline=lowering_pipeline(tgt))
         except Exception as e:  # noqa: BLE001
+            interrupts.check()
             raise CodegenError(f"TVM failed to compile the model for {target.name}: {_tvm_message(e)}") from None
     return Compiled(executable, kernels, target)
 

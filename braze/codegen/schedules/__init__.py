@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from tvm import s_tir, te
 
 from ...errors import BrazeError, ScheduleError
+from .. import interrupts
 from ..kernel import Kernel, compute
 from . import winograd  # noqa: F401,I001  (registered first: it takes the 3x3 convs it applies to from conv2d)
 from . import conv, gemm  # noqa: F401  (register the rules)
@@ -87,6 +88,7 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
     except BrazeError:
         raise
     except Exception as e:  # noqa: BLE001 -- TVM's ScheduleError and friends: fall back, say so
+        interrupts.check()
         if not choices and function is None:
             raise
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__

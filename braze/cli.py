@@ -664,6 +664,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global _interrupted
+    _interrupted = False  # a Ctrl-C of an earlier main() in this process is not this one's
     args = build_parser().parse_args(argv)
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)

@@ -110,7 +110,8 @@ def _halve_double(op, target, defaults) -> list[dict]:
 
 
 def _winograd_grid(op, target, defaults) -> list[dict]:
-    k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // 4)
+    # tiles per row for the default tile size (4x4 outputs, or 2x2 on smaller maps)
+    k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // int(defaults.get("tile", 4)))
     v = lanes(target)
     return [{"tile_k": tk, "tile_t": divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
             for b in (2, 4, 8)]

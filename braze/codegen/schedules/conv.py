@@ -38,7 +38,7 @@ def _is_2d_f32(op) -> bool:
         d > 0 for d in op.results[0].type.shape)
 
 
-# -- dense (group 1) -----------------------------------------------------------------------------
+# -- dense and grouped ---------------------------------------------------------------------------
 
 def _channels_per_group(op) -> tuple[int, int]:
     """(output channels, input channels) of one group."""

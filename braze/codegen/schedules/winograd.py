@@ -41,6 +41,7 @@ from tvm import te, tirx
 
 from ...ir.registry import lookup
 from ..kernel import Packing
+from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
 from .base import Rule, blocks_under, divisor_at_most, epilogue_of, extent, lanes, register, weight_param
 
@@ -126,7 +127,9 @@ def packings(op, kernel, target, params) -> dict:
     index = weight_param(op, kernel)
     k, c = op.operands[1].type.shape[:2]
     kt, m = int(params["tile_k"]), _tile_param(params)
-    if index is None or kt < 1 or k % kt:
+    if index is None:
+        raise ValueError("winograd needs a constant weight (it transforms it at compile time)")
+    if kt < 1 or k % kt:
         raise ValueError(f"winograd tile_k must divide the {k} output channels, got {kt}")
     alpha = m + 2
 
@@ -161,8 +164,6 @@ def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:
 def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int = 4):
     """The Winograd convolution of NCHW ``x`` with the packed transformed
     weights ``u``: the four stages of the module's doc, as TE."""
-    from ..lowerings.conv import _add_bias  # noqa: PLC0415 (lowerings import the registry, as we do)
-
     n, c, height, width = (int(d) for d in x.shape)
     k = int(u.shape[1]) * int(u.shape[3])
     pt, pl, pb, pr = (int(p) for p in pads)
@@ -186,8 +187,8 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
     rc = te.reduce_axis((0, c), name="rc")
     prod = te.compute((alpha, alpha, n, th, tw, k),
                       lambda e1, e2, b, ty, tx, o: te.sum(v[e1, e2, b, ty, tx, rc] * u[e1 * alpha + e2, o // kt, rc, o % kt],
-                                                       axis=rc),
-                   name="wino_gemm", attrs=anchor_attrs())
+                                                          axis=rc),
+                      name="wino_gemm", attrs=anchor_attrs())
     cols = te.compute((n, m * th, tw, alpha, k),
                       lambda b, y, tx, e2, o: _combine(at, y % m, lambda e1: prod[e1, e2, b, y // m, tx, o]),
                       name="wino_out_rows", attrs=keep)
@@ -227,14 +228,13 @@ def apply(sch, block, op, target, params) -> set[str]:
     out = _next(sch, cols, "wino_out", upstream=False)
 
     b, y, xx, ch = sch.get_loops(pad)
-    cv = _vector_split(sch, ch, v)
     sch.parallel(sch.fuse(b, y))
-    sch.vectorize(cv)
+    sch.vectorize(_vector_split(sch, ch, v)[1])
     done.add(sch.get(pad).name_hint)
 
     # 2. the input transform, one tile at a time; its row pass under it
     e1, e2, b, ty, tx, ch = sch.get_loops(vin)
-    co, ci = sch.split(ch, [None, v]) if extent(sch, ch) % v == 0 and extent(sch, ch) > v else (None, ch)
+    co, ci = _vector_split(sch, ch, v)
     lead = [b, ty, tx] + ([co] if co is not None else [])
     sch.reorder(*lead, e1, e2, ci)
     sch.compute_at(rows, lead[-1])
@@ -275,7 +275,7 @@ def apply(sch, block, op, target, params) -> set[str]:
     sch.set_scope(cols, 0, "local")
     yl, *_, ol = sch.get_loops(cols)[1:]
     sch.unroll(yl)
-    sch.vectorize(_vector_split(sch, ol, v))
+    sch.vectorize(_vector_split(sch, ol, v)[1])
     sch.compute_at(block, outer)
     sch.set_scope(block, 0, "local")
     *positions, tx, o, rc = sch.get_loops(block)[1:]  # the (e1, e2) loops: extent-1 loops are gone
@@ -293,9 +293,11 @@ def apply(sch, block, op, target, params) -> set[str]:
 
 
 def _vector_split(sch, loop, v):
+    """(outer, vector) loops of ``loop`` split by ``v``; (None, loop) when
+    it does not split evenly into more than one vector."""
     if extent(sch, loop) % v == 0 and extent(sch, loop) > v:
-        return sch.split(loop, [None, v])[1]
-    return loop
+        return tuple(sch.split(loop, [None, v]))
+    return None, loop
 
 
 register(Rule("winograd", ("nn.conv",), "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "

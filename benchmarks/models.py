@@ -1,6 +1,7 @@
 """Compile each model at a fusion level, check it against onnxruntime's
-reference outputs, and benchmark it against onnxruntime (same machine, same
-input, same threads, interleaved worker processes, medians).
+reference outputs, and benchmark it against onnxruntime (braze.measure.bench,
+as `braze bench` does: each engine timed alone in its own worker process,
+same input and threads, alternating phases, medians and per-phase range).
 
     python benchmarks/models.py ~/.cache/braze-models --levels 0,2 --threads 2 [--models resnet50,bert-base] [--no-bench]
 
@@ -25,6 +26,7 @@ import numpy as np
 from braze.compiler import compile as braze_compile
 from braze.errors import BrazeError
 from braze.measure import bench, compare, random_inputs, run_onnxruntime
+from braze.targets.detect import host_line
 
 
 def run_model(onnx_path: Path, level: int, threads: int, repeat: int, timed: bool = True) -> dict:
@@ -56,12 +58,13 @@ def main() -> int:
     ap.add_argument("--levels", default="0", help="comma-separated fusion levels, e.g. 0,1,2,3")
     ap.add_argument("--no-bench", action="store_true", help="compile and check numerics only")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
-    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=50, help="timed runs per engine (default 50)")
     ap.add_argument("--json", help="write the raw results here")
     args = ap.parse_args()
     names = args.models.split(",") if args.models else sorted(p.stem for p in args.folder.glob("*.onnx"))
     results = []
-    print("| model | level | kernels | compile s | max rel error | braze ms | onnxruntime ms | ratio |")
+    print(f"Machine: {host_line()}; {args.threads} threads.\n")
+    print("| model | level | kernels | compile s | max rel error | braze ms | onnxruntime ms | ratio (per phase) |")
     print("|---|---|---|---|---|---|---|---|")
     for name in names:
         for level in (int(x) for x in args.levels.split(",")):
@@ -71,8 +74,8 @@ def main() -> int:
                 print(f"| {name} | {level} | error: {e} |")
                 continue
             results.append(r)
-            timing = (f"{r['braze_ms']:.2f} | {r['onnxruntime_ms']:.2f} | {r['ratio']:.2f}" if "ratio" in r
-                      else "- | - | -")
+            timing = (f"{r['braze_ms']:.2f} | {r['onnxruntime_ms']:.2f} | {r['ratio']:.2f} "
+                      f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f})" if "ratio" in r else "- | - | -")
             print(f"| {name} | {level} | {r['kernels']} | {r['compile_s']:.1f} | {r['max_rel']:.1e}"
                   f"{'' if r['ok'] else ' FAIL'} | {timing} |")
             sys.stdout.flush()

@@ -7,9 +7,10 @@ DIR (default ~/.cache/braze-models, made by shared/models/make_models.py)
 holds NAME.onnx with NAME.inputs.npz and NAME.ref.npz beside it; without
 them, inputs are random and onnxruntime gives the reference. For each model
 and level: compile (no compile cache, so the time is real), check the
-outputs, time braze and onnxruntime (braze.measure.bench: each in a worker
-process of its own, same inputs and threads, warm-up, interleaved rounds,
-medians), then time each kernel (braze.measure.profile) to rate the GEMM
+outputs, time braze and onnxruntime (braze.measure.bench, as `braze bench`
+does: each engine alone in a worker process of its own, same inputs and
+threads, alternating phases that start once both are idle, medians and the
+range of the per-phase ratios), then time each kernel (braze.measure.profile) to rate the GEMM
 kernels (matmul and conv anchors) in GFLOP/s against the machine's peak,
 measured at the start: onnxruntime's MatMul of two N x N fp32 matrices
 (N = 2048; B a constant, as weights are) at the same thread count.
@@ -27,7 +28,6 @@ import datetime
 import json
 import multiprocessing as mp
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -47,19 +47,10 @@ def machine(threads: int) -> dict:
     import tvm
 
     import braze
-    from braze.targets.detect import llvm_cpu
+    from braze.targets.detect import describe_host
 
-    name = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                name = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {"cpu": name, "llvm_cpu": llvm_cpu(), "cores": os.cpu_count(), "threads": threads,
-            "braze": braze.__version__, "tvm": tvm.__version__, "onnxruntime": onnxruntime.__version__,
-            "date": datetime.date.today().isoformat()}
+    return {**describe_host(), "threads": threads, "braze": braze.__version__, "tvm": tvm.__version__,
+            "onnxruntime": onnxruntime.__version__, "date": datetime.date.today().isoformat()}
 
 
 def _peak_worker(n: int, threads: int, repeat: int, conn) -> None:
@@ -123,7 +114,7 @@ def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflop
         saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
         row.update(bench(saved, str(onnx_path), inputs, threads, repeat=repeat).to_dict())
     say(f"{name} level {level}: braze {row['braze_ms']:.2f} ms, onnxruntime {row['onnxruntime_ms']:.2f} ms, "
-        f"ratio {row['ratio']:.2f}")
+        f"ratio {row['ratio']:.2f} ({row['ratio_min']:.2f}-{row['ratio_max']:.2f})")
     if profile:
         row.update(gemm_figures(artifact, inputs, peak_gflops))
     return row
@@ -159,7 +150,7 @@ def gemm_figures(artifact, inputs: dict, peak_gflops: float | None, repeat: int 
 # --- the tables -------------------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
     m, p = report["machine"], report["peak"]
-    lines = [f"Machine: {m['cpu']} (LLVM `{m['llvm_cpu']}`), {m['cores']} cores, {m['threads']} threads; "
+    lines = [f"Machine: {m['cpu']} (LLVM `{m['llvm_cpu']}`, {m['isa']}), {m['cores']} cores, {m['threads']} threads; "
              f"braze {m['braze']}, TVM {m['tvm']}, onnxruntime {m['onnxruntime']}; {m['date']}."]
     if p is not None:
         lines.append(f"Peak: {p['gflops']:.0f} GFLOP/s ({p['what']}: {p['ms']:.1f} ms).")
@@ -167,7 +158,8 @@ def markdown(report: dict) -> str:
         lines.append(f"Compiled with the tuning database {report['tuning_db']} "
                      "(`tuned` in the JSON: the kernels that got a tuned schedule).")
     lines += ["", "| model | level | kernels | compile s | max rel err | braze ms | onnxruntime ms | ratio "
-              "| GEMM GFLOP/s | GEMM % of peak | GEMM share |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| ratio per phase | GEMM GFLOP/s | GEMM % of peak | GEMM share |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['level']} | error: {r['error']} |")
@@ -176,7 +168,8 @@ def markdown(report: dict) -> str:
                 _fmt(None if r.get("gemm_share") is None else 100 * r["gemm_share"], ".0f", "%")]
         lines.append(f"| {r['model']} | {r['level']} | {r['kernels']} | {r['compile_s']:.1f} | "
                      f"{r['max_rel']:.1e}{'' if r['ok'] else ' FAIL'} | {r['braze_ms']:.2f} | "
-                     f"{r['onnxruntime_ms']:.2f} | **{r['ratio']:.2f}** | {' | '.join(gemm)} |")
+                     f"{r['onnxruntime_ms']:.2f} | **{r['ratio']:.2f}** | {r['ratio_min']:.2f}-{r['ratio_max']:.2f} | "
+                     f"{' | '.join(gemm)} |")
     best = _best_rows(report["rows"])
     if any(r.get("gemm_top") for r in best):
         lines += ["", "Slowest GEMM kernels (matmul/conv anchors) of each model at its best level:", "",
@@ -215,7 +208,8 @@ def main() -> int:
     ap.add_argument("--models", help=f"comma-separated names (default: those of {', '.join(MODELS)} in the folder)")
     ap.add_argument("--levels", default="0,1,2,3", help="comma-separated fusion levels (default 0,1,2,3)")
     ap.add_argument("--threads", type=int, default=2, help="threads for both braze and onnxruntime (default 2)")
-    ap.add_argument("--repeat", type=int, default=20, help="timed runs per side (default 20)")
+    ap.add_argument("--repeat", type=int, default=50,
+                    help="timed runs per engine, spread over 10 phases (default 50; more when runs are short)")
     ap.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for performance.md/.json")
     ap.add_argument("--tuning-db", help="compile with this tuning database (braze tune)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel GEMM figures")

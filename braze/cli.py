@@ -253,7 +253,7 @@ def cmd_run(args) -> int:
     from .measure import load_inputs
     from .runtime import load
 
-    artifact = load(args.artifact)
+    artifact = load(args.artifact, spin=args.spin)
     outputs = artifact.run(load_inputs(args.inputs))
     if args.output:
         out = args.output if args.output.endswith(".npz") else args.output + ".npz"
@@ -304,7 +304,10 @@ def cmd_bench(args) -> int:
 
     from .measure import bench
     from .runtime import load
+    from .runtime.threads import spin_count
 
+    if args.spin is not None:
+        spin_count(args.spin)  # a typo fails now, not after a long compile
     if args.model.endswith(".onnx"):
         artifact = compile_from_args(args)
         tmp = tempfile.mkdtemp(prefix="braze-bench-")
@@ -315,15 +318,10 @@ def cmd_bench(args) -> int:
         if not onnx_path:
             raise BrazeError("benchmarking an artifact needs the ONNX model to compare with: --onnx MODEL.onnx")
     threads = args.threads or os.cpu_count()
-    r = bench(path, onnx_path, _inputs_for(args, artifact.inputs), threads, repeat=args.repeat)
-    if args.json:
-        print(json.dumps(r.to_dict(), indent=2))
-    else:
-        print(f"{'':<12} {'median ms':>10}")
-        print(f"{'braze':<12} {r.braze_ms:10.3f}")
-        print(f"{'onnxruntime':<12} {r.onnxruntime_ms:10.3f}")
-        print(f"ratio braze/onnxruntime {r.ratio:.3f} ({threads} threads, {r.repeat} runs each; < 1 is faster)")
-    return 0
+    r = bench(path, onnx_path, _inputs_for(args, artifact.inputs), threads, repeat=args.repeat,
+              phases=args.phases, self_check=args.self_check, spin=args.spin, processes=args.processes)
+    print(json.dumps(r.to_dict(), indent=2) if args.json else r.table())
+    return 0 if r.controls_ok else 2
 
 
 def cmd_tune(args) -> int:
@@ -472,8 +470,8 @@ def cmd_demo(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         saved = artifact.save(os.path.join(tmp, "demo.braze"))
         r = bench(saved, path, inputs, threads, repeat=args.repeat)
-    print(f"\nlatency (median of {r.repeat}, {threads} threads): braze {r.braze_ms:.3f} ms, "
-          f"onnxruntime {r.onnxruntime_ms:.3f} ms, ratio {r.ratio:.2f} (< 1: braze faster)")
+    print(f"\nlatency: braze {r.braze_ms:.3f} ms, onnxruntime {r.onnxruntime_ms:.3f} ms (medians), "
+          f"ratio {r.ratio.value:.2f} (< 1: braze faster)\n{r.table()}")
     print("numerics: " + ("ok (max rel error <= 1e-4)" if ok else "FAILED"))
     return 0 if ok else 2
 
@@ -498,6 +496,13 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got '{text}'")
     return value
+
+
+def spin_option(s, what: str = "how long TVM's idle threads spin after each kernel") -> None:
+    s.add_argument("--spin", metavar="off|short|long|N",
+                   help=f"{what}: short (default) goes quiet within a millisecond of a run's end; long is "
+                        "TVM's own 300000 iterations, lowest latency for back-to-back runs, a busy core "
+                        "per thread for 0.1-0.3 s after each run (docs/usage.md)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -565,6 +570,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("artifact")
     s.add_argument("--inputs", required=True, help=".npz with one array per input name")
     s.add_argument("-o", "--output", help="write the outputs to this .npz")
+    spin_option(s)
     s.set_defaults(fn=cmd_run)
 
     s = sub.add_parser("verify", help="compile and compare with onnxruntime")
@@ -584,7 +590,16 @@ def build_parser() -> argparse.ArgumentParser:
     tuning_db_option(s)
     s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
-    s.add_argument("--repeat", type=positive_int, default=20, help="timed runs per side (default 20)")
+    s.add_argument("--repeat", type=positive_int, default=50,
+                   help="timed runs per engine, spread over the phases (default 50)")
+    s.add_argument("--phases", type=positive_int, default=10,
+                   help="alternating phases per engine, each after every worker went idle (default 10)")
+    s.add_argument("--processes", type=positive_int, default=3,
+                   help="fresh worker processes per engine, one after the other, sharing the phases (default 3)")
+    s.add_argument("--self-check", action="store_true",
+                   help="also time each engine against a second worker of itself: the controls must give "
+                        "1.00 +- 0.10 (exit status 2 if not)")
+    spin_option(s, "braze's idle spin while benchmarking")
     s.add_argument("--json", action="store_true")
     s.set_defaults(fn=cmd_bench)
 
@@ -658,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="mobilenetv2-tiny", help="embedded model: mobilenetv2-tiny, bert-tiny, vit-tiny")
     s.add_argument("--level", type=int, default=2, choices=range(0, 4), help="fusion level (default 2)")
     s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
-    s.add_argument("--repeat", type=positive_int, default=20, help="timed runs per side")
+    s.add_argument("--repeat", type=positive_int, default=50, help="timed runs per engine (default 50)")
     s.set_defaults(fn=cmd_demo)
     return p
 

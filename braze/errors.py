@@ -86,6 +86,10 @@ class InputError(BrazeError):
     """Inputs given at run time do not match the model's (name, shape, dtype)."""
 
 
+class RuntimeOptionError(BrazeError):
+    """A run-time option (threads, spin) is malformed, or asks for a change that
+    TVM's runtime can no longer make in this process."""
+
 
 class TargetError(BrazeError):
     """A target descriptor is unknown, unreadable or invalid; names the file and field."""

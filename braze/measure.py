@@ -3,15 +3,15 @@
 - ``verify``: the same inputs through braze and onnxruntime, per output the
   max absolute error and that error relative to the output's scale
   (``max|ref|``, at least 1).
-- ``bench``: braze and onnxruntime each in a worker process of its own
-  (TVM's idle workers spin and would steal cores from a neighbour in the same
-  process), same input and thread count, rounds interleaved, medians compared.
+- ``bench``: braze and onnxruntime each timed alone, in worker processes of
+  their own, alternating phases that start once every worker is idle
+  (``braze.timing``); the ratio with its spread, and optional controls
+  (each engine against itself).
 - ``profile``: time per kernel, from the VM's call instrumentation.
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import statistics
 import time
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import BrazeError
+from .timing import IDLE_TIMEOUT_S, PROBE_S, Ratio, Timing
 
 
 def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
@@ -162,99 +163,97 @@ def verify_groups(module, inputs: dict, target="cpu") -> list[GroupError]:
     return rows
 
 
-# --- bench ------------------------------------------------------------------------------------------
-def _worker(kind: str, source, threads: int, inputs: dict, conn) -> None:
-    """Runs in its own process: load, then time on request until told to stop."""
-    try:
-        if kind == "braze":
-            import os
-
-            os.environ["TVM_NUM_THREADS"] = str(threads)
-            from .runtime import load
-
-            artifact = load(source)
-            arrays = artifact.check_inputs(inputs)
-            import tvm
-
-            device = artifact.device  # the GPU for a CUDA artifact: inputs live there, runs end with a sync
-            args = [tvm.runtime.tensor(a, device) for a in arrays]
-            fn = artifact.vm["main"]
-            run = lambda: (fn(*args), device.sync())  # noqa: E731
-        else:
-            sess = ort_session(source, threads)
-            run = lambda: sess.run(None, inputs)  # noqa: E731
-        run()
-        conn.send(("ready", None))
-        while True:
-            n = conn.recv()
-            if n is None:
-                return
-            times = []
-            for _ in range(n):
-                t0 = time.perf_counter()
-                run()
-                times.append(time.perf_counter() - t0)
-            conn.send(("times", times))
-    except BaseException as e:  # report, never hang the parent
-        conn.send(("error", f"{type(e).__name__}: {e}"))
+# --- bench: braze against onnxruntime, each timed alone ---------------------------------------
+#: A control (an engine against itself) within this of 1.00 shows the method is sound.
+CONTROL_TOLERANCE = 0.10
+BRAZE, ORT = "braze", "onnxruntime"
 
 
 @dataclass
 class BenchResult:
-    braze_ms: float
-    onnxruntime_ms: float
-    threads: int
-    repeat: int
+    """braze against onnxruntime (and, with the self-check, each against itself)."""
+
+    timing: Timing
+    host: dict
+    spin: int  # the braze workers' spin count (braze.runtime.threads)
 
     @property
-    def ratio(self) -> float:
-        return self.braze_ms / self.onnxruntime_ms
+    def braze_ms(self) -> float:
+        return self.timing.engines[BRAZE].median_ms
+
+    @property
+    def onnxruntime_ms(self) -> float:
+        return self.timing.engines[ORT].median_ms
+
+    @property
+    def ratio(self) -> Ratio:
+        return self.timing.ratio(BRAZE, ORT)
+
+    @property
+    def controls(self) -> dict[str, Ratio]:
+        """Each engine against its twin, for the engines that have one."""
+        return {name: self.timing.ratio(name, f"{name}#2") for name in (BRAZE, ORT)
+                if f"{name}#2" in self.timing.engines}
+
+    @property
+    def controls_ok(self) -> bool:
+        return all(r.within(CONTROL_TOLERANCE) for r in self.controls.values())
 
     def to_dict(self) -> dict:
-        return {"braze_ms": self.braze_ms, "onnxruntime_ms": self.onnxruntime_ms, "ratio": self.ratio,
-                "threads": self.threads, "repeat": self.repeat}
+        t = self.timing
+        data = {"braze_ms": self.braze_ms, "onnxruntime_ms": self.onnxruntime_ms, **self.ratio.to_dict(),
+                "threads": t.threads, "repeat": t.engines[BRAZE].to_dict()["runs"],
+                "braze": t.engines[BRAZE].to_dict(), "onnxruntime": t.engines[ORT].to_dict(),
+                "method": t.method(), "host": self.host, "spin": self.spin}
+        if self.controls:
+            data["controls"] = {name: {**r.to_dict(), "ok": r.within(CONTROL_TOLERANCE)}
+                                for name, r in self.controls.items()}
+            data["controls_tolerance"] = CONTROL_TOLERANCE
+        return data
+
+    def table(self) -> str:
+        """The human-readable report of ``braze bench`` and ``braze demo``."""
+        t, m = self.timing, self.timing.method()
+        lines = [f"each engine timed alone on {self.host['cpu']} ({self.host['llvm_cpu']}, {self.host['isa']}), "
+                 f"{t.threads} threads: {m['phases']} alternating phases per engine in {m['processes_per_engine']} "
+                 "fresh processes each, every phase warmed up and started once all workers were idle",
+                 "", f"{'':<16} {'median ms':>10} {'q1-q3 ms':>19} {'idle CPU s':>10}   phase medians ms"]
+        for name, e in t.engines.items():
+            d = e.to_dict()
+            quart = f"{d['q1_ms']:.3f}-{d['q3_ms']:.3f}"
+            lines.append(f"{name:<16} {d['median_ms']:10.3f} {quart:>19} {d['cpu_after_run_s']:10.3f}   "
+                         + " ".join(f"{x:.3f}" for x in d["phase_medians_ms"]))
+        lines.append(f"(idle CPU s: CPU time each engine's process used in the {PROBE_S} s after its last run)")
+        lines += ["", f"ratio braze/onnxruntime {self.ratio} (< 1: braze faster)"]
+        for name, r in self.controls.items():
+            verdict = "ok" if r.within(CONTROL_TOLERANCE) else f"OFF (more than {CONTROL_TOLERANCE:.2f} from 1)"
+            lines.append(f"control {name}/{name}#2 {r}: {verdict}")
+        if m["idle_timeouts"]:
+            lines.append(f"warning: {m['idle_timeouts']} phase(s) started before the workers went idle "
+                         f"(they kept busy for {IDLE_TIMEOUT_S:.0f} s)")
+        if m["background_cores"] > 0.25:
+            lines.append(f"warning: other processes kept {m['background_cores']:.2f} cores busy while timing "
+                         "(median over phases): expect noisy figures")
+        return "\n".join(lines)
 
 
-def bench(artifact_path: str, onnx_path: str, inputs: dict, threads: int, repeat: int = 10,
-          warmup: int = 2, rounds: int = 5) -> BenchResult:
-    """Median latency of braze and onnxruntime, interleaved in rounds."""
-    ctx = mp.get_context("spawn")
-    workers = {}
-    try:
-        for kind, source in (("braze", artifact_path), ("onnxruntime", onnx_path)):
-            parent, child = ctx.Pipe()
-            proc = ctx.Process(target=_worker, args=(kind, source, threads, inputs, child), daemon=True)
-            proc.start()
-            workers[kind] = (proc, parent)
-        for kind, (_, conn) in workers.items():
-            _expect(conn, "ready", kind)
-        times = {k: [] for k in workers}
-        per_round = max(1, -(-repeat // rounds))
-        for r in range(rounds + 1):
-            for kind, (_, conn) in workers.items():
-                conn.send(per_round if r else warmup)
-                got = _expect(conn, "times", kind)
-                if r:
-                    times[kind] += got
-                time.sleep(0.05)  # let spinning pool threads settle before the other side runs
-        return BenchResult(1e3 * statistics.median(times["braze"]), 1e3 * statistics.median(times["onnxruntime"]),
-                           threads, len(times["braze"]))
-    finally:
-        for proc, conn in workers.values():
-            try:
-                conn.send(None)
-            except (BrokenPipeError, OSError):
-                pass
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
+def bench(artifact_path: str, onnx_path: str, inputs: dict, threads: int, repeat: int = 50, phases: int = 10,
+          warmup: int = 2, self_check: bool = False, spin=None, processes: int = 3) -> BenchResult:
+    """braze's artifact and onnxruntime's session on the same inputs and
+    threads, each timed alone (``time_alone``): ``repeat`` timed calls per
+    engine over ``phases`` phases. ``self_check`` adds a second worker of
+    each engine, timed in the same rotation, as the method's control."""
+    from .runtime.threads import current_spin, spin_count
+    from .targets.detect import describe_host
+    from .timing import Engine, time_alone
 
-
-def _expect(conn, tag: str, kind: str):
-    got, payload = conn.recv()
-    if got == "error":
-        raise BrazeError(f"{kind} benchmark worker failed: {payload}")
-    return payload
+    spin = current_spin() if spin is None else spin_count(spin)  # what the braze workers will use
+    engines = [Engine(BRAZE, artifact_path, spin=spin), Engine(ORT, onnx_path)]
+    if self_check:
+        engines += [Engine(BRAZE, artifact_path, f"{BRAZE}#2", spin=spin), Engine(ORT, onnx_path, f"{ORT}#2")]
+    runs = max(1, -(-repeat // phases))
+    timing = time_alone(engines, inputs, threads, phases=phases, runs=runs, warmup=warmup, processes=processes)
+    return BenchResult(timing, describe_host(), spin)
 
 
 # --- profile -------------------------------------------------------------------------------------------

@@ -44,12 +44,41 @@ def test_verify_table_and_inputs(model_path, tmp_path):
 
 
 def test_bench_json(model_path):
-    r = braze("bench", model_path, "--json", "--repeat", "5", "--threads", "1", "-q")
+    r = braze("bench", model_path, "--json", "--repeat", "6", "--phases", "3", "--threads", "1", "-q")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert set(data) == {"braze_ms", "onnxruntime_ms", "ratio", "threads", "repeat"}
+    assert set(data) == {"braze_ms", "onnxruntime_ms", "ratio", "ratio_min", "ratio_max", "threads", "repeat",
+                         "braze", "onnxruntime", "method", "host", "spin"}
     assert data["threads"] == 1 and data["braze_ms"] > 0 and data["onnxruntime_ms"] > 0
-    assert abs(data["ratio"] - data["braze_ms"] / data["onnxruntime_ms"]) < 1e-9
+    # the ratio is the median of the per-phase ratios (3 phases: 3 ratios)
+    ours, theirs = data["braze"]["phase_medians_ms"], data["onnxruntime"]["phase_medians_ms"]
+    per_phase = sorted(b / o for b, o in zip(ours, theirs))
+    assert abs(data["ratio"] - per_phase[1]) < 1e-9
+    assert (data["ratio_min"], data["ratio_max"]) == (per_phase[0], per_phase[2])
+    for side in ("braze", "onnxruntime"):
+        e = data[side]
+        assert len(e["phase_medians_ms"]) == 3 and e["runs"] >= 6  # at least 2 per phase, more if they are short
+        assert e["min_ms"] <= e["q1_ms"] <= e["median_ms"] <= e["q3_ms"] <= e["max_ms"]
+        assert e["cpu_after_run_s"] >= 0
+    assert data["braze"]["median_ms"] == data["braze_ms"]
+    assert data["method"]["phases"] == 3 and data["method"]["idle_timeouts"] == 0
+    assert {"cpu", "llvm_cpu", "isa", "cores"} <= set(data["host"])
+    assert data["spin"] == 1000  # braze's default, "short"
+
+
+def test_bench_table_names_the_machine(model_path):
+    r = braze("bench", model_path, "--repeat", "4", "--phases", "2", "--threads", "1", "-q", "--spin", "long")
+    assert r.returncode == 0, r.stderr
+    from braze.targets.detect import isa
+
+    assert "each engine timed alone on" in r.stdout and f", {isa()})" in r.stdout
+    assert "ratio braze/onnxruntime" in r.stdout and "control" not in r.stdout
+
+
+def test_bench_bad_spin_is_an_error_before_compiling(model_path):
+    r = braze("bench", model_path, "--spin", "fast")
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: spin must be off, short, long") and "Traceback" not in r.stderr
 
 
 def test_compile_then_profile(model_path, tmp_path):

@@ -77,7 +77,7 @@ def test_cnn_matches_python_and_onnxruntime(braze_run, mobilenet, tmp_path):
     done = _run(braze_run, folder / "m.braze", *_input_args({n: folder / f"{n}.npy" for n in feeds}),
                 "--output-dir", tmp_path / "out", "--repeat", 3, "--threads", 2)
     assert done.returncode == 0, done.stderr
-    assert re.search(r"latency: median [0-9.]+ ms over 3 runs \(threads: 2\)", done.stdout), done.stdout
+    assert re.search(r"latency: median [0-9.]+ ms over 3 runs \(threads: 2, spin: 1000\)", done.stdout), done.stdout
 
     python = load(folder / "m.braze").run(feeds)
     ours = {name: np.load(tmp_path / "out" / f"{name}.npy") for name in python}
@@ -85,6 +85,28 @@ def test_cnn_matches_python_and_onnxruntime(braze_run, mobilenet, tmp_path):
         assert ours[name].dtype == want.dtype and ours[name].shape == want.shape
         assert np.abs(ours[name] - want).max() <= 1e-4 * np.abs(want).max(), name
     assert_close(ours, dict(np.load(DATA / "mobilenetv2-tiny.ref.npz")))  # and onnxruntime's
+
+
+def _idle_cpu(braze_run, mobilenet, tmp_path, *spin) -> float:
+    folder, feeds = mobilenet
+    env = {k: v for k, v in os.environ.items() if k != "TVM_THREAD_POOL_SPIN_COUNT"}
+    done = subprocess.run([str(braze_run), str(folder / "m.braze"),
+                           *map(str, _input_args({n: folder / f"{n}.npy" for n in feeds})),
+                           "--output-dir", str(tmp_path / "out"), "--repeat", "20", "--threads", "2", "--idle-cpu",
+                           *spin], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    m = re.search(r"idle: ([0-9.]+) s of CPU in the 0.5 s after the last run \(spin: (\d+)\)", done.stdout)
+    assert m, done.stdout
+    assert int(m.group(2)) == {(): 1000, ("--spin", "long"): 300000, ("--spin", "off"): 0}[spin]
+    return float(m.group(1))
+
+
+def test_idle_cpu_after_a_run(braze_run, mobilenet, tmp_path):
+    """The C++ runtime goes quiet after a run by default, as the Python one does;
+    --spin long keeps TVM's pool busy (so the default's quiet is braze's doing)."""
+    assert _idle_cpu(braze_run, mobilenet, tmp_path) < 0.025
+    assert _idle_cpu(braze_run, mobilenet, tmp_path, "--spin", "long") > 0.05
+    assert _idle_cpu(braze_run, mobilenet, tmp_path, "--spin", "off") < 0.025
 
 
 # --- dtypes, .npy versions, output file names -----------------------------------------------
@@ -174,6 +196,8 @@ CASES = [
     ("no-output-dir", lambda t, a, f: [a, *_input_args(f)], "--output-dir DIR is required"),
     ("bad-repeat", lambda t, a, f: _cli(t, a, f, "--repeat", "x"), "--repeat takes a whole number"),
     ("bad-threads", lambda t, a, f: _cli(t, a, f, "--threads", "0"), "--threads takes a whole number"),
+    ("bad-spin", lambda t, a, f: _cli(t, a, f, "--spin", "fast"),
+     "--spin: spin takes off, short, long or a whole number of spin iterations, not 'fast'"),
     ("bad-input-arg", lambda t, a, f: _cli(t, a, f, "--input", "x"), "--input takes NAME=FILE.npy"),
     ("no-artifact", lambda t, a, f: _cli(t, t / "nope.braze", f), "nope.braze: no such artifact"),
     ("missing-input", lambda t, a, f: _cli(t, a, {"x": f["x"]}), "missing input(s) idx, mask"),

@@ -64,9 +64,10 @@ class Artifact:
             import tvm
             from tvm import relax
 
-            from .threads import apply_threads
+            from .threads import apply_threads, note_pool_started
 
             apply_threads(self.manifest.get("threads"))
+            note_pool_started()
             # a CUDA artifact's kernels run on the GPU, its VM on the CPU
             devices = [self.device, tvm.cpu()] if self._on_gpu else self.device
             if self._on_gpu:
@@ -227,9 +228,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def load(path: str, check_target: bool = True) -> Artifact:
-    """Load an artifact folder; ArtifactError if it is corrupt or mismatched."""
+def load(path: str, check_target: bool = True, spin=None) -> Artifact:
+    """Load an artifact folder; ArtifactError if it is corrupt or mismatched.
+
+    ``spin`` (``"off"``, ``"short"`` (braze's default), ``"long"`` or a count):
+    how long TVM's idle workers keep spinning after each kernel; one setting
+    per process, chosen before its first run (braze.runtime.threads)."""
     path = os.fspath(path)
+    if spin is not None:
+        from .threads import set_spin
+
+        set_spin(spin)
     if not os.path.isdir(path):
         what = "is a file, not an artifact" if os.path.exists(path) else "no such artifact"
         raise ArtifactError(f"{path}: {what} (expected a folder written by `braze compile`)")

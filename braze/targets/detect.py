@@ -61,6 +61,43 @@ def vector_bits(flags: set[str] | None = None, mcpu: str | None = None) -> int:
     return 128
 
 
+def isa(flags: set[str] | None = None) -> str:
+    """The widest vector ISA the host has, as a person names it: ``AVX-512``,
+    ``AVX2``, ``AVX``, ``SSE``, ``SVE``, ``NEON``, or ``unknown``."""
+    flags = cpu_flags() if flags is None else flags
+    for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX"), ("sse2", "SSE"),
+                       ("sve", "SVE"), ("asimd", "NEON")):
+        if flag in flags:
+            return name
+    return "unknown"
+
+
+def cpu_name(cpuinfo: str = "/proc/cpuinfo") -> str:
+    """The CPU's model name as the OS reports it (``AMD EPYC 9B45``)."""
+    import platform
+
+    try:
+        for line in Path(cpuinfo).read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model", "Hardware") and value.strip():
+                return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def describe_host() -> dict:
+    """What a published figure must name: the CPU, LLVM's name for it, its
+    vector ISA and its cores."""
+    return {"cpu": cpu_name(), "llvm_cpu": llvm_cpu(), "isa": isa(), "cores": cores()}
+
+
+def host_line() -> str:
+    """One line for reports: ``AMD EPYC (znver3, AVX2), 2 cores``."""
+    h = describe_host()
+    return f"{h['cpu']} ({h['llvm_cpu']}, {h['isa']}), {h['cores']} cores"
+
+
 def _size(text: str) -> int:
     """``48K``, ``1024K``, ``32M``, ``1048576`` -> bytes."""
     m = re.fullmatch(r"\s*(\d+)\s*([KMG]?)i?B?\s*", text, re.IGNORECASE)

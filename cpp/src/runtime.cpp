@@ -72,14 +72,19 @@ std::string tvm_message(const std::exception& e) {
 
 // TVM sizes its thread pool once, when it starts, from TVM_NUM_THREADS (half the
 // cores when unset) and can only narrow it later: start it with every core,
-// as braze's Python runtime does.
+// as braze's Python runtime does. Its idle spin is braze's short one unless
+// the environment says otherwise.
 void prepare_thread_pool() {
   static std::once_flag once;
   std::call_once(once, [] {
     unsigned cores = std::thread::hardware_concurrency();
     ::setenv("TVM_NUM_THREADS", std::to_string(cores ? cores : 1).c_str(), /*overwrite=*/0);
+    ::setenv("TVM_THREAD_POOL_SPIN_COUNT", std::to_string(kSpinShort).c_str(), /*overwrite=*/0);
   });
 }
+
+// Set by the first run: TVM has read the spin count by then.
+bool pool_started = false;
 
 ffi::Function global(const char* name) {
   std::optional<ffi::Function> f = ffi::Function::GetGlobal(name);
@@ -137,6 +142,37 @@ void set_threads(int n) {
 int threads() {
   prepare_thread_pool();
   return global("runtime.NumThreads")().cast<int>();
+}
+
+int parse_spin(const std::string& text) {
+  if (text == "off") return kSpinOff;
+  if (text == "short") return kSpinShort;
+  if (text == "long") return kSpinLong;
+  size_t used = 0;
+  long n = -1;
+  try {
+    n = std::stol(text, &used);
+  } catch (const std::exception&) {
+  }
+  if (text.empty() || used != text.size() || n < 0 || n > 1000000000)
+    throw Error("spin takes off, short, long or a whole number of spin iterations, not '" + text + "'");
+  return static_cast<int>(n);
+}
+
+int spin() {
+  prepare_thread_pool();
+  const char* value = std::getenv("TVM_THREAD_POOL_SPIN_COUNT");
+  return value ? parse_spin(value) : kSpinShort;
+}
+
+void set_spin(int count) {
+  if (count < 0) throw Error("the spin count must be at least 0, not " + std::to_string(count));
+  int current = spin();
+  if (pool_started && count != current)
+    throw Error("cannot change the spin count to " + std::to_string(count) +
+                ": a model has already run in this process with " + std::to_string(current) +
+                " (TVM reads it once per process); set it before the first run");
+  ::setenv("TVM_THREAD_POOL_SPIN_COUNT", std::to_string(count).c_str(), /*overwrite=*/1);
 }
 
 struct Model::Impl {
@@ -228,6 +264,7 @@ void Model::run() {
     throw InputError("missing input(s) " + join(missing) + " (the model takes: " + join(names) + ")");
 
   impl_->results.clear();  // a failed run leaves no stale outputs behind
+  pool_started = true;
   std::vector<ffi::AnyView> args(impl_->args.begin(), impl_->args.end());
   ffi::Any result;
   try {

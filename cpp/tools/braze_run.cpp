@@ -7,7 +7,10 @@
 #include <iostream>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "braze/runtime.hpp"
 #include "npy.hpp"
@@ -18,7 +21,7 @@ namespace {
 
 const char kUsage[] =
     "usage: braze-run ARTIFACT --input NAME=FILE.npy [--input ...] --output-dir DIR "
-    "[--repeat N] [--threads N]";
+    "[--repeat N] [--threads N] [--spin off|short|long|N] [--idle-cpu]";
 
 const char kHelp[] =
     "\n\nRuns a model compiled by `braze compile` (an ARTIFACT folder) on .npy inputs and\n"
@@ -27,6 +30,12 @@ const char kHelp[] =
     "  --output-dir DIR       created if missing\n"
     "  --repeat N             time N runs after a warm-up and print the median latency\n"
     "  --threads N            TVM thread pool size (default: the artifact's, else every core)\n"
+    "  --spin S               how long idle pool threads spin after each kernel: short (default;\n"
+    "                         quiet within a millisecond of a run's end), long (TVM's own: lowest\n"
+    "                         latency back to back, a busy core per thread for 0.1-0.3 s after\n"
+    "                         each run), off, or a number of spin iterations\n"
+    "  --idle-cpu             after the runs, print the CPU time the process uses in the next\n"
+    "                         0.5 s, while idle (what the spin setting costs)\n"
     "  --version              print braze's and TVM's versions\n";
 
 struct UsageError : braze::Error {
@@ -37,6 +46,8 @@ struct Options {
   std::string artifact, output_dir;
   std::vector<std::pair<std::string, std::string>> inputs;  // name, file
   int repeat = 0, threads = 0;
+  int spin = -1;  // -1: the default (braze::kSpinShort, or TVM_THREAD_POOL_SPIN_COUNT)
+  bool idle_cpu = false;
 };
 
 int positive(const std::string& flag, const std::string& text) {
@@ -81,6 +92,15 @@ Options parse_args(const std::vector<std::string>& args) {
       o.repeat = positive(flag, take());
     } else if (flag == "--threads") {
       o.threads = positive(flag, take());
+    } else if (flag == "--idle-cpu") {
+      o.idle_cpu = true;
+    } else if (flag == "--spin") {
+      std::string text = take();
+      try {
+        o.spin = braze::parse_spin(text);
+      } catch (const braze::Error& e) {
+        throw UsageError(std::string("--spin: ") + e.what());
+      }
     } else if (flag.size() > 1 && flag[0] == '-') {
       throw UsageError("unknown option " + flag);
     } else if (o.artifact.empty()) {
@@ -151,7 +171,15 @@ double median_ms(braze::Model& model, int repeat) {
   return repeat % 2 ? ms[repeat / 2] : (ms[repeat / 2 - 1] + ms[repeat / 2]) / 2;
 }
 
+// CPU time of every thread of this process so far.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
 int run(const Options& o) {
+  if (o.spin >= 0) braze::set_spin(o.spin);
   braze::Model model = braze::Model::load(o.artifact);
   if (o.threads) braze::set_threads(o.threads);
   check_names(model, o);
@@ -170,7 +198,14 @@ int run(const Options& o) {
   }
   if (o.repeat) {
     double ms = median_ms(model, o.repeat);
-    std::printf("latency: median %.3f ms over %d runs (threads: %d)\n", ms, o.repeat, braze::threads());
+    std::printf("latency: median %.3f ms over %d runs (threads: %d, spin: %d)\n", ms, o.repeat, braze::threads(),
+                braze::spin());
+  }
+  if (o.idle_cpu) {
+    double before = cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    std::printf("idle: %.4f s of CPU in the 0.5 s after the last run (spin: %d)\n", cpu_seconds() - before,
+                braze::spin());
   }
   return 0;
 }

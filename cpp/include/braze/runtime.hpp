@@ -73,6 +73,23 @@ struct Tensor {
 void set_threads(int n);
 int threads();
 
+// How long TVM's idle workers spin (iterations of sched_yield, about 0.3-1 us
+// each) after each parallel kernel before they sleep. The default, kSpinShort,
+// bridges the gaps between the kernels of one run and leaves the process quiet
+// within a millisecond of a run's end; kSpinLong is TVM's own count: lowest
+// latency for back-to-back runs, but every pool thread keeps a core busy for
+// 0.1-0.3 s after each run. TVM reads the count once per process, when its
+// pool first runs a kernel: set_spin() after a model has run throws Error
+// unless the count is the one in force. TVM_THREAD_POOL_SPIN_COUNT in the
+// environment sets the default.
+constexpr int kSpinOff = 0;
+constexpr int kSpinShort = 1000;
+constexpr int kSpinLong = 300000;
+void set_spin(int count);
+int spin();
+// "off", "short", "long" or a whole number >= 0 -> the count; Error otherwise.
+int parse_spin(const std::string& text);
+
 // A loaded model. Movable, not copyable; not safe to run from two threads at once.
 class Model {
  public:

@@ -215,8 +215,9 @@ class BenchResult:
         """The human-readable report of ``braze bench`` and ``braze demo``."""
         t, m = self.timing, self.timing.method()
         lines = [f"each engine timed alone on {self.host['cpu']} ({self.host['llvm_cpu']}, {self.host['isa']}), "
-                 f"{t.threads} threads: {m['phases']} alternating phases per engine in {m['processes_per_engine']} "
-                 "fresh processes each, every phase warmed up and started once all workers were idle",
+                 f"{t.threads} threads:",
+                 f"{m['phases']} alternating phases per engine in {m['processes_per_engine']} fresh processes each, "
+                 "every phase warmed up and started once all workers were idle",
                  "", f"{'':<16} {'median ms':>10} {'q1-q3 ms':>19} {'idle CPU s':>10}   phase medians ms"]
         for name, e in t.engines.items():
             d = e.to_dict()

@@ -105,7 +105,7 @@ def test_idle_cpu_after_a_run(braze_run, mobilenet, tmp_path):
     """The C++ runtime goes quiet after a run by default, as the Python one does;
     --spin long keeps TVM's pool busy (so the default's quiet is braze's doing)."""
     assert _idle_cpu(braze_run, mobilenet, tmp_path) < 0.025
-    assert _idle_cpu(braze_run, mobilenet, tmp_path, "--spin", "long") > 0.05
+    assert _idle_cpu(braze_run, mobilenet, tmp_path, "--spin", "long") > 0.025
     assert _idle_cpu(braze_run, mobilenet, tmp_path, "--spin", "off") < 0.025
 
 

@@ -67,7 +67,7 @@ def test_an_idle_artifact_uses_almost_no_cpu_by_default(artifact):
 def test_long_spin_keeps_the_pool_busy(artifact):
     """TVM's own spin count: the pool's worker burns a core for a while after the
     run (so the default's quiet is braze's doing, and this test can tell)."""
-    assert _idle_cpu(artifact, "long") > 0.05
+    assert _idle_cpu(artifact, "long") > 0.025  # 0.18-0.23 s measured on a 2-core Zen 3 VM
 
 
 def test_spin_values():

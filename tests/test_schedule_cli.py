@@ -127,7 +127,7 @@ def test_schedule_table_and_conv_variants(conv, braze_cli):
 def test_pinning_a_non_default_variant_changes_the_artifact(mlp):
     default = braze_compile(mlp)
     tile_n = default.kernels[0]["schedule_params"]["nn.matmul#0"]["tile_n"]  # the target's vector width decides
-    chosen = {"rule": "gemm", "params": {"tile_m": 4, "tile_n": tile_n}}  # the default tile_m is 8
+    chosen = {"rule": "gemm", "params": {"tile_m": 4, "tile_n": tile_n}}  # the default: 6 rows (AVX2) or 8
     pinned = braze_compile(mlp, schedules={"k0": chosen})  # kN names the N-th kernel
     entry = pinned.kernels[0]
     assert entry["schedule_params"] == {"nn.matmul#0": chosen["params"]} != default.kernels[0]["schedule_params"]

@@ -132,10 +132,15 @@ def test_pinning_conv2d_over_winograd():
     default = _check(model)
     name = default.kernels[0]["name"]
     assert default.kernels[0]["schedule"] == "winograd"
-    # K=32 channels in blocks of two vectors: 32 on AVX-512 (16 lanes), 16 on AVX2 (8 lanes)
-    from braze.targets.detect import vector_bits
+    # the register tile comes from the host's machine model: whole vectors of
+    # output channels, accumulators that fit the registers
+    from braze.codegen.schedules.base import accumulators, lanes
+    from braze.targets import host_cpu
 
-    assert default.kernels[0]["packed"] == [f"winograd-f4x3-{2 * vector_bits() // 32}"]
+    params = default.kernels[0]["schedule_params"]["nn.conv#0"]
+    v, nv = lanes(host_cpu()), params["tile_k"] // lanes(host_cpu())
+    assert params["tile_k"] % v == 0 and params["tile_t"] * nv <= accumulators(host_cpu(), nv)
+    assert default.kernels[0]["packed"] == [f"winograd-f4x3-{params['tile_k']}"]
     direct = _check(model, schedules={name: {"rule": "conv2d"}})
     assert direct.kernels[0]["schedule"] == "conv2d"
     narrow = _check(model, schedules={name: {"rule": "winograd", "params": {"tile_k": 16, "tile_t": 1}}})

@@ -8,8 +8,8 @@ gives a ``Target``; ``available()`` the built-in names.
 
 Every ``Target`` has the fields codegen reads on any family: ``kind`` (the
 TVM target kind kernels are built with), ``mcpu`` (the host CPU), and the
-sizes a schedule tiles for: ``num_cores``, ``vector_bits``, ``l1d_bytes``,
-``l2_bytes``, ``l3_bytes``. An Ascend-like target builds for the host (a
+sizes a schedule tiles for: ``num_cores``, ``vector_bits``,
+``vector_registers``, ``l1d_bytes``, ``l2_bytes``, ``l3_bytes``. An Ascend-like target builds for the host (a
 functional emulator), so those are the host's; its chip is ``npu``.
 """
 
@@ -42,6 +42,7 @@ class Target:
     num_cores: int
     family: str = "cpu"
     vector_bits: int = 128
+    vector_registers: int = 16
     l1d_bytes: int = detect.DEFAULT_CACHES["l1d_bytes"]
     l2_bytes: int = detect.DEFAULT_CACHES["l2_bytes"]
     l3_bytes: int = detect.DEFAULT_CACHES["l3_bytes"]
@@ -127,7 +128,7 @@ def from_descriptor(data: dict, where: str = "<descriptor>", threads: int | None
         # Kernels run on the GPU; host code on the CPU. The sizes are the GPU's:
         # a warp of 32-bit lanes, shared memory as the closest level, its L2.
         return Target(kind="cuda", mcpu=host["mcpu"], num_cores=gpu.sm_count,
-                      vector_bits=32 * gpu.warp_size, l1d_bytes=gpu.max_shared_memory_per_block,
+                      vector_bits=32 * gpu.warp_size, vector_registers=host["vector_registers"], l1d_bytes=gpu.max_shared_memory_per_block,
                       l2_bytes=gpu.l2_bytes, l3_bytes=0, cuda=gpu, **common)
     # An Ascend-like target runs as a functional emulator on the host: kernels
     # are tuned for the host; the chip drives fusion and the estimates.

@@ -37,6 +37,8 @@ class CpuSpec:
     num_cores: int = _f("threads the kernels run on")
     vector_bits: int = _f("width of the float vector registers: 512 AVX-512, 256 AVX2, 128 SSE/NEON", "bits",
                           choices=(64, 128, 256, 512, 1024, 2048))
+    vector_registers: int = _f("architectural vector registers: 32 with AVX-512 and on AArch64, 16 with "
+                               "AVX2/SSE; register tiles fit in them")
     l1d_bytes: int = _f("L1 data cache of one core", "bytes")
     l2_bytes: int = _f("L2 cache of one core", "bytes")
     l3_bytes: int = _f("last-level cache, shared (0: none)", "bytes", minimum=0)

@@ -61,6 +61,22 @@ def vector_bits(flags: set[str] | None = None, mcpu: str | None = None) -> int:
     return 128
 
 
+def vector_registers(flags: set[str] | None = None, mcpu: str | None = None) -> int:
+    """Architectural vector registers: 32 with AVX-512 (zmm0-31) and on
+    AArch64 (v0-v31), 16 with AVX/AVX2/SSE on x86-64 (ymm/xmm0-15)."""
+    import platform
+
+    flags = cpu_flags() if flags is None else flags
+    if "avx512f" in flags or "asimd" in flags:
+        return 32
+    if flags:
+        return 16
+    if platform.machine().lower() in ("aarch64", "arm64"):
+        return 32
+    name = mcpu if mcpu is not None else llvm_cpu()
+    return 32 if _AVX512.search(name) else 16
+
+
 def isa(flags: set[str] | None = None) -> str:
     """The widest vector ISA the host has, as a person names it: ``AVX-512``,
     ``AVX2``, ``AVX``, ``SSE``, ``SVE``, ``NEON``, or ``unknown``."""
@@ -149,4 +165,5 @@ def gpu_arch() -> str | None:
 def host() -> dict:
     """Every detected field of the ``cpu`` descriptor."""
     mcpu = llvm_cpu()
-    return {"mcpu": mcpu, "num_cores": cores(), "vector_bits": vector_bits(mcpu=mcpu), **caches()}
+    return {"mcpu": mcpu, "num_cores": cores(), "vector_bits": vector_bits(mcpu=mcpu),
+            "vector_registers": vector_registers(mcpu=mcpu), **caches()}

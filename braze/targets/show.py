@@ -35,7 +35,8 @@ def summary(target: Target) -> str:
         cube = next(v for k, v in p.items() if k.startswith("cube_"))
         return (f"{n.ai_core_cnt} AI cores, UB {_size(n.ub_size)}, cube {cube:g} TFLOP/s {n.compute_dtype}, "
                 f"DDR {p['ddr_gbps']:g} GB/s")
-    return (f"{target.num_cores} cores, {target.vector_bits}-bit vectors, L1d {_size(target.l1d_bytes)}, "
+    return (f"{target.num_cores} cores, {target.vector_registers} {target.vector_bits}-bit vector registers, "
+            f"L1d {_size(target.l1d_bytes)}, "
             f"L2 {_size(target.l2_bytes)}, L3 {_size(target.l3_bytes)}")
 
 

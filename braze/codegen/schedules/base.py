@@ -72,6 +72,39 @@ def lanes(target, dtype: str = "float32") -> int:
     return max(1, bits // width)
 
 
+def registers(target) -> int:
+    """Architectural vector registers of the target: 16 with AVX2/SSE, 32
+    with AVX-512 and on AArch64 (the machine model, docs/schedules.md)."""
+    return getattr(target, "vector_registers", 0) or (32 if lanes(target) >= 16 else 16)
+
+
+#: Independent accumulators that hide the FMA latency (4 cycles, 2 FMA units
+#: on current x86 cores); a tile with fewer waits on its own additions.
+MIN_ACCUMULATORS = 8
+
+
+def accumulators(target, loads: int, cap: int = 16) -> int:
+    """Vector accumulators a register-tiled micro-kernel may hold: the
+    register file less the ``loads`` vectors each step loads, the one it
+    broadcasts into and one LLVM keeps for itself (16 - 2 - 2 = 12 on AVX2
+    for two-vector-wide tiles: measured, a 14-accumulator tile with one
+    vector load ran 20% slower than a 7-accumulator one), and at most
+    ``cap`` (more did not pay on AVX-512's 32 registers)."""
+    return max(1, min(cap, registers(target) - loads - 2))
+
+
+def pick_tile(candidates: list[tuple[int, dict]]) -> dict | None:
+    """The register tile to use from ``(accumulators, params)`` candidates
+    in order of preference (widest vectors first): the first with at least
+    ``MIN_ACCUMULATORS``, else the one with the most accumulators. (On AVX2,
+    a conv on a 7-wide map: 2 vectors x 1 column gives 2 accumulators, 1
+    vector x 7 columns gives 7, and ran 2x faster.)"""
+    for acc, params in candidates:
+        if acc >= MIN_ACCUMULATORS:
+            return params
+    return max(candidates, key=lambda c: c[0])[1] if candidates else None
+
+
 def divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 

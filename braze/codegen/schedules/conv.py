@@ -5,7 +5,8 @@ output row (``depthwise``).
 ``conv2d``: the weights are packed once, at compile time, as
 ``Wp[K / tile_k, C, R, S, tile_k]``; a tile of ``tile_k`` output channels by
 ``tile_w`` output columns keeps its ``tile_k / lanes * tile_w`` accumulators
-in vector registers while (c, r, s) run, each step broadcasting ``tile_w``
+in vector registers (as many as the target's register file holds beside the
+weight vectors and the broadcast) while (c, r, s) run, each step broadcasting ``tile_w``
 input elements and loading ``tile_k / lanes`` weight vectors. The padded
 input is materialized once (its own parallel stage); the epilogue (bias,
 residual, activation) runs on the tile while it is hot and writes rows of
@@ -26,7 +27,8 @@ from tvm import te
 
 from ...ir.registry import lookup
 from ..kernel import Packing
-from .base import Rule, blocks_under, divisor_at_most, epilogue_of, extent, lanes, place_at, register, weight_param
+from .base import (Rule, accumulators, blocks_under, divisor_at_most, epilogue_of, extent, lanes, pick_tile, place_at,
+                   register, weight_param)
 
 
 def _group(op) -> int:
@@ -66,10 +68,14 @@ def conv_defaults(op, kernel, target) -> dict | None:
     order = 2 if k * c * r * s * 4 <= l2 // 2 < c * ih * iw * 4 else 1
     # a grouped conv: a block of channels must sit in one group (they share the input channels)
     kg = _channels_per_group(op)[0]
-    for tile_k, budget in ((2 * v, 12), (v, 16), (v // 2, 16), (v // 4, 16)):
+    candidates = []
+    for tile_k, cap in ((2 * v, 12), (v, 16), (v // 2, 16), (v // 4, 16)):
         if tile_k >= 4 and kg % tile_k == 0:
-            return {"tile_k": tile_k, "tile_w": divisor_at_most(ow, budget), "order": order}
-    return None
+            nv = max(1, tile_k // v)  # weight vectors a step loads; tile_w accumulators each
+            # columns: up to 12 with AVX-512 and two vectors, 6 with AVX2 (its 16 registers)
+            tile_w = divisor_at_most(ow, accumulators(target, nv, cap * nv) // nv)
+            candidates.append((nv * tile_w, {"tile_k": tile_k, "tile_w": tile_w, "order": order}))
+    return pick_tile(candidates)
 
 
 def conv_packings(op, kernel, target, params) -> dict:
@@ -164,9 +170,11 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # whole input streams past once per block)
     c = op.operands[1].type.shape[1]
     order = 2 if k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
-    # about 16 accumulators: 8 rows of two vectors, or 16 rows of one
-    for tile_m in ((8, 6, 4, 2) if tile_n == 2 * v else (16, 12, 8, 4, 2)):
-        if k % tile_m == 0:
+    # about 16 accumulators where the registers allow (AVX-512): 8 rows of two
+    # vectors, or 16 rows of one; 12 at most with AVX2's 16 registers
+    nv = tile_n // v
+    for tile_m in ((8, 6, 4, 2) if nv == 2 else (16, 12, 8, 4, 2)):
+        if k % tile_m == 0 and tile_m * nv <= accumulators(target, nv):
             # order 2 walks blocks of pixel tiles (up to 512 pixels): longer runs
             # of each output row than one tile gives, for the prefetcher
             block_n = divisor_at_most(hw // tile_n, max(1, 512 // tile_n)) if order == 2 else 1

@@ -2,8 +2,9 @@
 
 ``C[b, i, j] = sum_k A[b, i, k] * B[b, k, j]``: the output is cut in tiles of
 ``tile_m`` rows by ``tile_n`` columns; a tile's accumulators stay in vector
-registers (``tile_m * tile_n / lanes`` of them: 16 zmm for 8x32 with
-AVX-512) while k runs, each step broadcasting one A element per row and
+registers (``tile_m * tile_n / lanes`` of them, sized to the target's
+register file: 16 zmm for 8x32 with AVX-512, 12 ymm for 6x16 with AVX2)
+while k runs, each step broadcasting one A element per row and
 loading ``tile_n`` contiguous B elements. A constant B (a weight) is packed
 once, at compile time, into panels ``Bp[N / tile_n, K, tile_n]`` so that a
 tile reads one contiguous panel. The elementwise epilogue (bias, residual,
@@ -17,7 +18,7 @@ import numpy as np
 from tvm import te
 
 from ..kernel import Packing
-from .base import Rule, blocks_under, epilogue_of, extent, lanes, place_at, register
+from .base import Rule, accumulators, blocks_under, epilogue_of, extent, lanes, place_at, register
 
 
 def _shapes(op):
@@ -31,18 +32,28 @@ def applies(op, kernel, target) -> bool:
             and all(d > 0 for d in out))
 
 
+def _rows(target, tile_n: int, v: int) -> int:
+    """Rows of a tile ``tile_n`` wide whose accumulators fit the registers
+    beside the B vectors and the broadcast: 8 with AVX-512 (16 of 32
+    registers), 6 with AVX2 at two vectors wide (12 of 16: the 6x16 tile)."""
+    nv = max(1, tile_n // v)
+    return max(1, min(8, accumulators(target, nv) // nv))
+
+
 def defaults(op, kernel, target) -> dict | None:
     _, _, out = _shapes(op)
     m, n = out[-2], out[-1]
     v = lanes(target)
-    for tile_n, tile_m in ((2 * v, 8), (v, 8), (v // 2, 8)):
+    for tile_n in (2 * v, v, v // 2):
         if tile_n >= 1 and n % tile_n == 0:
-            tile_m = min(tile_m, m)
+            tile_m = min(_rows(target, tile_n, v), m)
             if tile_m < 4:  # few rows (a GEMV): more columns per tile, for independent accumulators
-                tile_n *= next((f for f in (4, 5, 3, 2) if n % (tile_n * f) == 0), 1)
+                tile_n *= next((f for f in (4, 5, 3, 2) if n % (tile_n * f) == 0
+                                and tile_m * max(1, tile_n * f // v) <= accumulators(target, tile_n * f // v)), 1)
             return {"tile_m": tile_m, "tile_n": tile_n}
     if n >= v:  # columns that fill no vector evenly (ViT's 197 keys): padded (prepare)
-        return {"tile_m": min(8, m), "tile_n": 2 * v if n >= 2 * v else v}
+        tile_n = 2 * v if n >= 2 * v else v
+        return {"tile_m": min(_rows(target, tile_n, v), m), "tile_n": tile_n}
     return None
 
 

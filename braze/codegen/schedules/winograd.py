@@ -43,7 +43,8 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .base import Rule, blocks_under, divisor_at_most, epilogue_of, extent, lanes, register, weight_param
+from .base import (Rule, accumulators, blocks_under, divisor_at_most, epilogue_of, extent, lanes, pick_tile, register,
+                   weight_param)
 
 #: F(m, 3) for each output tile size m: B^T (input transform), G (weight
 #: transform) and A^T (output transform); F(4, 3) at the points 0, -1, 1,
@@ -99,13 +100,14 @@ def defaults(op, kernel, target) -> dict | None:
     m = _tile(op) or 2
     tw = _tiles(op, m)[1]
     v = lanes(target)
+    candidates = []
     for tile_k in (2 * v, v):
         if k % tile_k == 0:
-            # about 14 accumulators: tile_t tiles of tile_k / v vectors
-            budget = 16 // (tile_k // v)
-            tile_t = divisor_at_most(tw, budget)
-            return {"tile": m, "tile_k": tile_k, "tile_t": tile_t, "order": 1}
-    return None
+            # up to 16 accumulators (12 with AVX2's 16 registers): tile_t tiles of tile_k / v vectors
+            nv = tile_k // v
+            tile_t = divisor_at_most(tw, accumulators(target, nv) // nv)
+            candidates.append((nv * tile_t, {"tile": m, "tile_k": tile_k, "tile_t": tile_t, "order": 1}))
+    return pick_tile(candidates)
 
 
 def _tile_param(params) -> int:

@@ -1,0 +1,108 @@
+"""The CPU machine model behind the schedule rules: register tiles fit the
+target's register file (16 vector registers with AVX2, 32 with AVX-512),
+whatever the host is (docs/schedules.md, "The machine model")."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from braze.codegen.schedules import conv, gemm, winograd
+from braze.codegen.schedules.base import MIN_ACCUMULATORS, accumulators, lanes, pick_tile, registers
+from braze.compiler import compile as braze_compile
+from braze.ir import Module
+from braze.targets import detect, get_target
+from test_schedules import _model, _w
+
+AVX2 = ("haswell", 256, 16)
+AVX512 = ("skylake-avx512", 512, 32)
+
+
+def _target(mcpu, bits, regs):
+    return dataclasses.replace(get_target("cpu"), mcpu=mcpu, vector_bits=bits, vector_registers=regs)
+
+
+def _anchor(model, name):
+    """The first op called ``name`` of an imported, canonicalized model."""
+    from braze.frontend import import_onnx
+    from braze.passes import PassManager
+
+    module: Module = import_onnx(model)
+    PassManager.parse("canonicalize").run(module)
+    return next(op for op in module.main.body.ops if op.name == name)
+
+
+def test_detected_registers():
+    assert detect.vector_registers({"sse2", "avx", "avx2", "avx512f"}) == 32
+    assert detect.vector_registers({"sse2", "avx", "avx2", "fma"}) == 16
+    assert detect.vector_registers({"fp", "asimd"}) == 32
+    assert get_target("cpu").vector_registers in (16, 32)
+    assert registers(get_target("cpu")) == get_target("cpu").vector_registers
+
+
+def test_accumulator_budget():
+    avx2, avx512 = _target(*AVX2), _target(*AVX512)
+    assert accumulators(avx2, 2) == 12 and accumulators(avx2, 1) == 13
+    assert accumulators(avx512, 2) == 16  # capped: more did not pay
+    assert pick_tile([(4, "a"), (7, "b"), (7, "c")]) == "b"  # none reaches MIN_ACCUMULATORS: the most
+    assert pick_tile([(MIN_ACCUMULATORS, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency
+
+
+@pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16}), (AVX512, {"tile_m": 8, "tile_n": 32})])
+def test_gemm_tile_fits_the_registers(isa, expected):
+    """bert-base's FFN matmul: 6x16 on AVX2 (12 accumulators, 2 B vectors, a
+    broadcast), 8x32 on AVX-512."""
+    target = _target(*isa)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [128, 768])], ["out"],
+                   {"w": _w(768, 3072)})
+    op = _anchor(model, "nn.matmul")
+    params = gemm.defaults(op, None, target)
+    assert params == expected
+    nv = params["tile_n"] // lanes(target)
+    assert params["tile_m"] * nv + nv + 2 <= registers(target)
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+@pytest.mark.parametrize("hw", [56, 28, 14, 7])
+def test_conv_tiles_fit_the_registers(isa, hw):
+    target = _target(*isa)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1], strides=[2, 2])],
+                   [("x", [1, 64, 2 * hw, 2 * hw])], ["out"], {"w": _w(128, 64, 1, 1)})
+    op = _anchor(model, "nn.conv")
+    p = conv.conv_defaults(op, None, target)
+    v = lanes(target)
+    nv = max(1, p["tile_k"] // v)
+    assert p["tile_k"] % v == 0 and hw % p["tile_w"] == 0
+    assert nv * p["tile_w"] <= accumulators(target, nv, 24)
+    if isa == AVX512:  # as tuned on AVX-512: two vectors of channels
+        assert p["tile_k"] == 2 * v
+    if isa == AVX2 and hw in (14, 7):  # 2 vectors would leave 1-2 columns: one vector, 7 columns
+        assert (p["tile_k"], p["tile_w"]) == (v, 7)
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+def test_winograd_tile_fits_the_registers(isa):
+    target = _target(*isa)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+                   [("x", [1, 64, 28, 28])], ["out"], {"w": _w(64, 64, 3, 3)})
+    op = _anchor(model, "nn.conv")
+    p = winograd.defaults(op, None, target)
+    nv = p["tile_k"] // lanes(target)
+    assert p["tile_t"] * nv <= accumulators(target, nv)
+    assert p["tile_t"] * nv >= 7  # 7 tiles a row: never a 1-tile sliver
+
+
+def test_avx512_kernels_build_on_any_host():
+    """Code for the other ISA compiles here (it is run only where the host has it)."""
+    target = _target(*AVX512)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", [32, 64])], ["out"], {"w": _w(64, 96)})
+    art = braze_compile(model, level=2, target=target)
+    (params,) = art.kernels[0]["schedule_params"].values()
+    assert art.kernels[0]["schedule"] == "gemm" and params["tile_n"] % 16 == 0
+    if "avx512f" in detect.cpu_flags():
+        from test_schedules import RNG, run_ort
+
+        feeds = {"x": RNG.standard_normal((32, 64)).astype(np.float32)}
+        np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)

@@ -65,15 +65,12 @@ PROBE_S = 0.5
 class Engine:
     """What one worker runs: ``kind`` is ``braze`` (``source`` an artifact
     folder) or ``onnxruntime`` (``source`` an .onnx file). ``spin`` sets a
-    braze worker's idle spin (braze.runtime.threads); ``env`` holds
-    environment variables set in the worker before it loads anything
-    (``(("TVM_BIND_THREADS", "0"),)``), for experiments."""
+    braze worker's idle spin (braze.runtime.threads)."""
 
     kind: str
     source: str
     label: str = ""
     spin: str | int | None = None
-    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def name(self) -> str:
@@ -137,7 +134,6 @@ def wait_idle(pids: list[int], window: float = IDLE_WINDOW_S, share: float = IDL
 # --- the workers ----------------------------------------------------------------------------------
 def _runner(engine: Engine, threads: int, inputs: dict):
     """A function that runs the engine once, loaded in this (worker) process."""
-    os.environ.update(dict(engine.env))
     if engine.kind == "braze":
         os.environ["TVM_NUM_THREADS"] = str(threads)  # before TVM starts its pool
         from .runtime import load

@@ -12,6 +12,7 @@ from .passes import PassManager
 from .runtime import cache as runtime_cache
 from .runtime.artifact import FORMAT, Artifact, tvm_version
 from .targets import get_target
+from .targets.isa import requirements
 
 #: What every compile runs before fusion and codegen.
 PREPARE = "canonicalize,cse,dce"
@@ -162,6 +163,7 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
         "onnx": onnx_version(),
         "model": name,
         "target": tgt.to_dict(),
+        "requires": requirements(tgt),
         "threads": threads,
         "level": level,
         "pipeline": str(pm),

@@ -226,7 +226,7 @@ def _unchecked_garbage_library(art):
     (_edit_manifest(lambda m: m.update(tvm="0.1.0")), "built with tvm 0.1.0"),
     (_edit_manifest(lambda m: m.update(braze="9.9")), "built with braze 9.9"),
     (_edit_manifest(lambda m: m.update(format=99)), "not a braze artifact of format"),
-    (_edit_manifest(lambda m: m["target"].update(mcpu="cortex-a72")), "built for target"),
+    (_edit_manifest(lambda m: m["requires"]["features"].append("avx9000")), "built for target"),
 ])
 def test_corrupt_or_mismatched_artifact(braze, artifact, tmp_path, damage, message):
     art = tmp_path / "copy.braze"

@@ -18,7 +18,7 @@ from braze.targets.roofline import estimate_module
 from models import DATA, LIGHT_DIR, tiny
 from onnx_check import parse, random_inputs, run_ort
 
-BUILT_IN = ["cpu", "cuda-sm80", "cuda-sm90", "ascend910b-like", "ascend310p-like"]
+BUILT_IN = ["cpu", "cpu-avx2", "cpu-avx512", "cpu-neon", "cuda-sm80", "cuda-sm90", "ascend910b-like", "ascend310p-like"]
 
 
 def assert_close(ours: dict, ref: dict) -> None:

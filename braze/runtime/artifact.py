@@ -70,13 +70,9 @@ class Artifact:
             note_pool_started()
             # a CUDA artifact's kernels run on the GPU, its VM on the CPU
             devices = [self.device, tvm.cpu()] if self._on_gpu else self.device
-            if self._on_gpu:
-                from ..targets import mismatch
-
-                problem = mismatch(self.manifest["target"])
-                if problem:
-                    raise ArtifactError(f"cannot run a model built for {self.manifest['target']['name']} "
-                                        f"{problem}")
+            problem = cannot_run(self.manifest)  # also a model compiled here for another machine
+            if problem:
+                raise ArtifactError(f"cannot run a model {problem}")
             with tvm_scope_logs_filtered():
                 self._vm = relax.VirtualMachine(self._library(), devices)
         return self._vm
@@ -166,6 +162,7 @@ class Artifact:
         path = os.path.abspath(path)
         parent = os.path.dirname(path)
         check_output_path(path)
+        link = _linker(self.manifest, path) if self._executable is not None else {}
         try:
             os.makedirs(parent, exist_ok=True)
             _remove_stale_temps(parent)
@@ -175,7 +172,7 @@ class Artifact:
         try:
             if self._executable is not None:
                 with tvm_scope_logs_filtered():
-                    self._executable.export_library(os.path.join(tmp, LIB))
+                    self._executable.export_library(os.path.join(tmp, LIB), **link)
             else:
                 shutil.copyfile(self._lib_path, os.path.join(tmp, LIB))
             # the library's digest lets a loader refuse a damaged lib.so before TVM maps it
@@ -193,6 +190,24 @@ class Artifact:
                 raise ArtifactError(f"{path}: cannot write the artifact ({e.strerror or e})") from None
             raise
         return path
+
+
+def _linker(manifest: dict, path: str) -> dict:
+    """``export_library``'s arguments: the system's compiler links code for
+    this machine; code for another architecture needs a linker for that one."""
+    from ..targets import detect
+
+    arch = (manifest.get("requires") or {}).get("arch")
+    if arch in (None, detect.arch()):
+        return {}
+    for name in (f"{arch}-linux-gnu-g++", f"{arch}-linux-gnu-gcc"):
+        if shutil.which(name):
+            from tvm.support import cc
+
+            return {"fcompile": cc.cross_compiler(name)}
+    raise ArtifactError(f"{path}: the model is built for {arch}; writing its lib.so needs a linker for {arch}: "
+                        f"{arch}-linux-gnu-g++ on PATH (Debian/Ubuntu: apt install "
+                        f"g++-{arch.replace('_', '-')}-linux-gnu), or compile on an {arch} machine")
 
 
 #: Temporary folders of unfinished saves: ``.braze-PID-XXXX`` beside the artifact.
@@ -293,16 +308,36 @@ def check_manifest(manifest: dict, path: str, check_target: bool) -> None:
         if not (isinstance(spec, dict) and {"name", "shape", "dtype"} <= set(spec)):
             raise ArtifactError(f"{path}: corrupt manifest.json (an input or output lacks name, shape "
                                 f"or dtype: {spec!r}); {rebuild}")
+    req = manifest.get("requires")
+    if req is not None and not (isinstance(req, dict) and isinstance(req.get("arch"), str)
+                                and isinstance(req.get("features"), list)
+                                and all(isinstance(f, str) for f in req["features"])):
+        raise ArtifactError(f"{path}: corrupt manifest.json ('requires' is not "
+                            f'{{"arch": NAME, "features": [NAME, ...]}}); {rebuild}')
     for key, have in (("braze", __version__), ("tvm", tvm_version())):
         if manifest.get(key) != have:
             raise ArtifactError(f"{path}: built with {key} {manifest.get(key)}, this is {key} {have}; {rebuild}")
     if check_target:
-        from ..targets import mismatch
-
-        want = manifest.get("target", {})
-        problem = mismatch(want)
+        problem = cannot_run(manifest)
         if problem:
-            raise ArtifactError(f"{path}: built for target {want.get('name')} {problem}; {rebuild}")
+            raise ArtifactError(f"{path}: {problem}")
+
+
+def cannot_run(manifest: dict) -> str | None:
+    """Why this machine cannot run the artifact (the CPU's architecture or
+    ISA features, the GPU) and what to do; None if it can. Checked before
+    TVM maps the code, which would otherwise stop on an illegal instruction."""
+    from ..targets import mismatch
+    from ..targets.isa import advice
+
+    target = manifest.get("target", {})
+    if not target and manifest.get("requires") is None:
+        return None  # built in this process from IR (tests, tools): for this machine
+    problem = mismatch(target, manifest.get("requires"))
+    if problem is None:
+        return None
+    rebuild = advice() if target.get("kind") == "llvm" else REBUILD
+    return f"built for target {target.get('name')} {problem}; {rebuild}"
 
 
 def _first_line(e: Exception) -> str:

@@ -33,10 +33,13 @@ def lookup(directory: str, key: str) -> Artifact | None:
     if not os.path.isdir(path):
         return None
     try:
-        return load(path)
+        return load(path, check_target=False)  # built for another CPU is no reason to rebuild: running checks
     except ArtifactError:
         return None  # stale or broken entry: rebuild
 
 
 def store(directory: str, key: str, artifact: Artifact) -> None:
-    artifact.save(os.path.join(directory, f"{key}.braze"))
+    try:
+        artifact.save(os.path.join(directory, f"{key}.braze"))
+    except ArtifactError:
+        pass  # not cached (no linker for another architecture's code, a full disk): the build still stands

@@ -2,14 +2,17 @@
 
 A target is a descriptor file (``braze/targets/*.json``, or a user's file of
 the same format) plus this loader. Built in: ``cpu`` (the host, detected),
-``cuda-sm80`` / ``cuda-sm90`` (NVIDIA GPUs) and the Ascend-like NPUs
-``ascend910b-like`` / ``ascend310p-like``. ``get_target(name_or_path)``
-gives a ``Target``; ``available()`` the built-in names.
+the fleets ``cpu-avx2`` / ``cpu-avx512`` / ``cpu-neon`` (fixed figures, any
+build machine), ``cuda-sm80`` / ``cuda-sm90`` (NVIDIA GPUs) and the
+Ascend-like NPUs ``ascend910b-like`` / ``ascend310p-like``.
+``get_target(name_or_path)`` gives a ``Target``; ``available()`` the
+built-in names; ``isa.requirements(target)`` what a CPU needs to run its code.
 
 Every ``Target`` has the fields codegen reads on any family: ``kind`` (the
-TVM target kind kernels are built with), ``mcpu`` (the host CPU), and the
-sizes a schedule tiles for: ``num_cores``, ``vector_bits``,
-``vector_registers``, ``l1d_bytes``, ``l2_bytes``, ``l3_bytes``. An Ascend-like target builds for the host (a
+TVM target kind kernels are built with), ``mcpu``, ``mtriple`` and ``mattr``
+(the CPU the code runs on, as LLVM names it), and the sizes a schedule tiles
+for: ``num_cores``, ``vector_bits``, ``vector_registers``, ``l1d_bytes``,
+``l2_bytes``, ``l3_bytes``. An Ascend-like target builds for the host (a
 functional emulator), so those are the host's; its chip is ``npu``.
 """
 
@@ -46,6 +49,8 @@ class Target:
     l1d_bytes: int = detect.DEFAULT_CACHES["l1d_bytes"]
     l2_bytes: int = detect.DEFAULT_CACHES["l2_bytes"]
     l3_bytes: int = detect.DEFAULT_CACHES["l3_bytes"]
+    mtriple: str = ""  # "": the host's
+    mattr: tuple = ()
     description: str = ""
     cuda: CudaSpec | None = None
     npu: NpuSpec | None = None
@@ -61,8 +66,19 @@ class Target:
         for key, cls in specs.items():
             if data.get(key) is not None:
                 data[key] = cls(**data[key])
+        data["mattr"] = tuple(data.get("mattr") or ())
         names = {f.name for f in fields(Target)}
         return Target(**{k: v for k, v in data.items() if k in names})
+
+    def llvm(self) -> dict:
+        """The TVM ``llvm`` target of the CPU that runs this target's code (a
+        GPU's host code, an emulator's kernels)."""
+        spec = {"kind": "llvm", "mcpu": self.mcpu}
+        if self.mtriple:
+            spec["mtriple"] = self.mtriple
+        if self.mattr:
+            spec["mattr"] = list(self.mattr)
+        return spec
 
     def descriptor(self) -> dict:
         """The descriptor file of this target (what ``--target FILE`` reads);
@@ -73,6 +89,11 @@ class Target:
         else:
             section = asdict(getattr(self, key))
         return {"name": self.name, "family": self.family, "description": self.description, key: section}
+
+    @property
+    def arch(self) -> str:
+        """The architecture the CPU code runs on: ``x86_64``, ``aarch64``..."""
+        return detect.arch(self.mtriple or None)
 
     @property
     def is_gpu(self) -> bool:
@@ -162,12 +183,22 @@ def host_cpu(threads: int | None = None) -> Target:
     return get_target("cpu", threads)
 
 
-def mismatch(built: dict) -> str | None:
+def mismatch(built: dict, requires: dict | None = None) -> str | None:
     """Why this machine cannot run code built for ``built`` (a manifest's
-    ``target``), as "(what it needs), what this machine is"; None if it can."""
+    ``target``) that ``requires`` an ISA (the manifest's ``requires``), as
+    "(what it needs), what this machine is"; None if it can. Without
+    ``requires`` (an older manifest) the CPU must be the one it was built for."""
+    from .isa import missing
+
     host = detect.llvm_cpu()
     kind = built.get("kind")
-    if kind not in ("llvm", "cuda") or built.get("mcpu") != host:
+    if kind not in ("llvm", "cuda"):
+        return f"({kind} {built.get('mcpu')}), this machine is llvm {host}"
+    if requires is not None:
+        problem = missing(requires)
+        if problem:
+            return problem
+    elif built.get("mcpu") != host:
         return f"({kind} {built.get('mcpu')}), this machine is llvm {host}"
     if kind == "cuda":
         arch = (built.get("cuda") or {}).get("arch", "?")

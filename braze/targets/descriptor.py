@@ -29,11 +29,14 @@ def _f(doc: str, unit: str = "", *, minimum: float = 1, choices=None, pattern: s
     return field(default=default, metadata=meta)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CpuSpec:
-    """The host CPU; every field may be ``"detect"``."""
+    """A CPU: the host's (``"detect"``, any field) or a fleet's (fixed values)."""
 
-    mcpu: str = _f("LLVM's name for the CPU (znver5, skylake-avx512, neoverse-v2)")
+    mcpu: str = _f("LLVM's name for the CPU (znver5, x86-64-v3, neoverse-v2)")
+    mtriple: str = _f("LLVM target triple: the architecture and OS the code runs on (x86_64-linux-gnu, "
+                      "aarch64-linux-gnu)")
+    mattr: tuple = _f("LLVM CPU features added to or removed from mcpu's (+neon, -avx512f)", default=())
     num_cores: int = _f("threads the kernels run on")
     vector_bits: int = _f("width of the float vector registers: 512 AVX-512, 256 AVX2, 128 SSE/NEON", "bits",
                           choices=(64, 128, 256, 512, 1024, 2048))
@@ -160,6 +163,11 @@ def _check(value, f, where: str, detect: bool):
         if isinstance(value, bool) or not isinstance(value, int) or value < meta["minimum"]:
             bound = "a positive" if meta["minimum"] >= 1 else "a non-negative"
             raise TargetError(f"{where} must be {bound} integer{unit}, got {value!r}")
+    elif want == "tuple":
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and re.fullmatch(r"[+-][\w.]+", v)
+                                                            for v in value):
+            raise TargetError(f"{where} must be a list of LLVM features like [\"+neon\"], got {value!r}")
+        value = tuple(value)
     elif want == "float":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
             raise TargetError(f"{where} must be a positive number{unit}, got {value!r}")

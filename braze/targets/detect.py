@@ -30,6 +30,23 @@ def llvm_cpu() -> str:
     return tvm.target.codegen.llvm_get_system_cpu()
 
 
+@functools.cache
+def llvm_triple() -> str:
+    """LLVM's target triple for the host (what TVM builds for without one)."""
+    import tvm
+
+    return tvm.target.codegen.llvm_get_system_triple()
+
+
+def arch(triple: str | None = None) -> str:
+    """The architecture of a triple (the host's by default) as braze names it:
+    ``x86_64``, ``aarch64``, ... (``amd64`` and ``arm64`` are the same two)."""
+    import platform
+
+    name = (triple.split("-")[0] if triple else platform.machine()).lower()
+    return {"amd64": "x86_64", "x64": "x86_64", "arm64": "aarch64"}.get(name, name)
+
+
 def cpu_flags(cpuinfo: str = "/proc/cpuinfo") -> set[str]:
     """The ISA flags the kernel reports (x86 ``flags``, Arm ``Features``)."""
     try:
@@ -165,5 +182,6 @@ def gpu_arch() -> str | None:
 def host() -> dict:
     """Every detected field of the ``cpu`` descriptor."""
     mcpu = llvm_cpu()
-    return {"mcpu": mcpu, "num_cores": cores(), "vector_bits": vector_bits(mcpu=mcpu),
+    return {"mcpu": mcpu, "mtriple": llvm_triple(), "mattr": (), "num_cores": cores(),
+            "vector_bits": vector_bits(mcpu=mcpu),
             "vector_registers": vector_registers(mcpu=mcpu), **caches()}

@@ -43,7 +43,8 @@ def summary(target: Target) -> str:
 def builds_for(target: Target) -> str:
     if target.kind == "cuda":
         return f"cuda {target.cuda.arch}"
-    return f"llvm {target.mcpu}" + (" (emulator)" if target.npu is not None else "")
+    cpu = f"llvm {target.arch} {target.mcpu}{''.join(target.mattr)}"
+    return cpu + (" (emulator)" if target.npu is not None else "")
 
 
 def listing() -> list[dict]:
@@ -59,8 +60,9 @@ def listing() -> list[dict]:
 def table() -> str:
     rows = listing()
     width = max(len(r["name"]) for r in rows)
-    lines = [f"  {'name':<{width}}  {'family':<6}  {'builds for':<22}  summary"]
-    lines += [f"  {r['name']:<{width}}  {r['family']:<6}  {r['builds_for']:<22}  {r['summary']}" for r in rows]
+    builds = max(len(r["builds_for"]) for r in rows)
+    lines = [f"  {'name':<{width}}  {'family':<6}  {'builds for':<{builds}}  summary"]
+    lines += [f"  {r['name']:<{width}}  {r['family']:<6}  {r['builds_for']:<{builds}}  {r['summary']}" for r in rows]
     lines += ["", "`braze targets --show NAME` describes one; `--show NAME --json` prints its descriptor, "
               "which `--target FILE` reads back."]
     return "\n".join(lines)
@@ -72,8 +74,16 @@ def describe(target: Target) -> str:
     section = target.descriptor()[key]
     lines = [f"{target.name} ({target.family}): {target.description}", f"  builds for {builds_for(target)}", ""]
     width = max(len(f"{key}.{n}") for n in section)
-    for name, value in section.items():
-        lines.append(f"  {key + '.' + name:<{width}}  {str(value):>12}  {describe_field(cls, name)}")
+    shown = {name: " ".join(v) or "-" if isinstance(v, tuple) else str(v) for name, v in section.items()}
+    value_width = max(12, *map(len, shown.values()))
+    for name, value in shown.items():
+        lines.append(f"  {key + '.' + name:<{width}}  {value:>{value_width}}  {describe_field(cls, name)}")
+    if target.family == "cpu":
+        from .isa import requirements
+
+        needs = requirements(target)
+        features = " ".join(needs["features"]) or "any features"
+        lines += ["", f"  runs on {needs['arch']} CPUs with {features} (an artifact refuses to load elsewhere)"]
     implied = peaks(target)
     if implied:
         lines += ["", "  implies: " + ", ".join(f"{k} {v:g}" for k, v in implied.items())]

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cpu.hpp"
 #include "json.hpp"
 
 namespace braze {
@@ -56,7 +57,38 @@ struct Reader {
     }
     return out;
   }
+
+  // "requires": {"arch": "x86_64", "features": ["avx2", ...]}, absent in manifests before it.
+  void requirements(const json::Value& root, Manifest* m) const {
+    const json::Value* req = root.find("requires");
+    if (!req || req->is_null()) return;
+    if (req->kind != json::Value::Kind::Object) corrupt("requires is not an object");
+    m->required_arch = string(*req, "arch", "requires.");
+    for (const json::Value& f : member(*req, "features", json::Value::Kind::Array, "requires.").array) {
+      if (f.kind != json::Value::Kind::String) corrupt("requires.features holds a value that is not a name");
+      m->required_features.push_back(f.string);
+    }
+  }
 };
+
+// Code for another architecture, or using an instruction this CPU lacks, must
+// not reach the loader: it would stop the process with SIGILL.
+void check_cpu(const std::string& dir, const Manifest& m) {
+  if (m.required_arch.empty()) return;
+  std::string problem;
+  if (m.required_arch != host_arch()) {
+    problem = "this machine is " + std::string(host_arch());
+  } else {
+    for (const std::string& f : m.required_features)
+      if (!host_has(f)) problem += (problem.empty() ? "this CPU lacks " : ", ") + f;
+  }
+  if (problem.empty()) return;
+  std::string portable = portable_target();
+  throw ArtifactError(dir + ": built for target " + m.target_name + " (" + m.required_arch + "), " + problem +
+                      "; rebuild it with `braze compile` for a target this machine runs: " +
+                      (portable.empty() ? "" : "`--target " + portable + "` (portable) or ") +
+                      "`--target cpu` (this machine)");
+}
 
 }  // namespace
 
@@ -99,6 +131,8 @@ Manifest read_manifest(const std::string& dir) {
     throw ArtifactError(dir + ": built for target " + m.target_name + " (" + m.target_kind +
                         "), this runtime runs CPU (llvm) artifacts only; rebuild it with "
                         "`braze compile --target cpu`");
+  r.requirements(root, &m);
+  check_cpu(dir, m);
 
   if (const json::Value* t = root.find("threads"); t && !t->is_null()) {
     int64_t n;

@@ -13,12 +13,15 @@ constexpr int kFormat = 1;  // braze/runtime/artifact.py FORMAT
 struct Manifest {
   std::string braze_version, tvm_version, model;
   std::string target_name, target_kind, target_mcpu;
-  int threads = 0;  // 0: not set
+  std::string required_arch;                   // "requires": what the CPU must be ("" in older manifests)
+  std::vector<std::string> required_features;  // ... and have (LLVM's names)
+  int threads = 0;                             // 0: not set
   std::vector<TensorInfo> inputs, outputs;
 };
 
 // Reads DIR/manifest.json and checks the format, the TVM version (must be
-// tvm_version()) and the target kind (llvm); throws ArtifactError naming DIR.
+// tvm_version()), the target kind (llvm) and that this CPU has the
+// architecture and ISA features the code requires; throws ArtifactError naming DIR.
 Manifest read_manifest(const std::string& dir);
 
 }  // namespace braze

@@ -94,7 +94,8 @@ int parse_spin(const std::string& text);
 class Model {
  public:
   // Loads ARTIFACT_DIR/{manifest.json,lib.so} after checking the manifest
-  // (format, target kind, TVM version). Throws ArtifactError.
+  // (format, target kind, TVM version, the CPU's architecture and ISA
+  // features). Throws ArtifactError.
   static Model load(const std::string& artifact_dir);
 
   Model(Model&&) noexcept;
@@ -104,8 +105,8 @@ class Model {
   const std::vector<TensorInfo>& inputs() const;
   const std::vector<TensorInfo>& outputs() const;
   // Manifest fields: "model" (the ONNX file name), "braze" (the compiler's
-  // version), "target" name, kind and mcpu (the CPU it was built for, which
-  // load() cannot check), "threads" (0 when not set).
+  // version), "target" name, kind and mcpu (the CPU it was tuned for; load()
+  // checks the ISA features it requires, not the name), "threads" (0 when not set).
   const std::string& model_name() const;
   const std::string& braze_version() const;
   const std::string& target_name() const;

@@ -1,0 +1,85 @@
+"""What a CPU must have to run code built for a target, and whether this one has it.
+
+An artifact's manifest records ``"requires": {"arch": "x86_64", "features":
+["avx2", "fma", ...]}``: the architecture of the target's triple and the ISA
+features that LLVM may use for the target's ``mcpu`` and ``mattr`` (LLVM's
+names), among those that matter to compiled kernels (``FEATURES``). Loading
+compares them with the host's (``/proc/cpuinfo``), so that an artifact for a
+wider CPU stops with an ``ArtifactError`` rather than an illegal instruction.
+The C++ runtime makes the same check (cpp/src/cpu.cpp).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+
+from . import detect
+
+#: LLVM's name of each ISA feature that kernels may use -> the flag Linux shows
+#: in /proc/cpuinfo, per architecture, in the order an error lists them.
+FEATURES = {
+    "x86_64": {"sse4.2": "sse4_2", "popcnt": "popcnt", "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c",
+               "bmi": "bmi1", "bmi2": "bmi2", "lzcnt": "abm", "movbe": "movbe", "avx512f": "avx512f",
+               "avx512bw": "avx512bw", "avx512cd": "avx512cd", "avx512dq": "avx512dq", "avx512vl": "avx512vl",
+               "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
+               "avx512vbmi": "avx512vbmi", "avxvnni": "avx_vnni"},
+    "aarch64": {"neon": "asimd", "fullfp16": "asimdhp", "dotprod": "asimddp", "sve": "sve", "i8mm": "i8mm",
+                "bf16": "bf16", "sve2": "sve2"},
+}
+
+
+def requirements(target) -> dict:
+    """``{"arch", "features"}`` a CPU needs to run the code built for ``target``
+    (its host code, for a GPU target)."""
+    return {"arch": target.arch, "features": list(_enabled(json.dumps(target.llvm(), sort_keys=True), target.arch))}
+
+
+@functools.cache
+def _enabled(llvm: str, arch: str) -> tuple[str, ...]:
+    """The features of ``FEATURES`` that LLVM enables for a TVM llvm target (as JSON)."""
+    import tvm
+
+    found = {str(f) for f in tvm.target.codegen.llvm_get_cpu_features(tvm.target.Target(json.loads(llvm)))}
+    return tuple(f for f in FEATURES.get(arch, {}) if f in found)
+
+
+@functools.cache
+def host_features() -> frozenset[str]:
+    """The features of ``FEATURES`` this machine has, in LLVM's names. Where
+    the OS does not list its flags, those LLVM's name for the host implies."""
+    flags = detect.cpu_flags()
+    if not flags:
+        return frozenset(_enabled(json.dumps({"kind": "llvm", "mcpu": detect.llvm_cpu()}), detect.arch()))
+    return frozenset(f for f, flag in FEATURES.get(detect.arch(), {}).items() if flag in flags)
+
+
+def missing(requires: dict) -> str | None:
+    """Why this machine cannot run code that ``requires`` (a manifest's) -- as
+    "(what it needs), what this machine lacks" -- or None if it can."""
+    arch = requires.get("arch")
+    if arch != detect.arch():
+        return f"({arch}), this machine is {detect.arch()}"
+    lacking = [f for f in requires.get("features", []) if f not in host_features()]
+    if lacking:
+        return f"({arch}), this CPU lacks {', '.join(lacking)}"
+    return None
+
+
+def fitting_targets() -> list[str]:
+    """The built-in portable CPU targets this machine runs, widest first."""
+    from . import available, get_target
+
+    fits = []
+    for name in available():
+        target = get_target(name)
+        if target.family == "cpu" and name != "cpu" and missing(requirements(target)) is None:
+            fits.append((target.vector_bits, name))
+    return [name for _, name in sorted(fits, reverse=True)]
+
+
+def advice() -> str:
+    """What to do about an artifact this machine cannot run."""
+    portable = fitting_targets()
+    choices = (f"`--target {portable[0]}` (portable) or " if portable else "") + "`--target cpu` (this machine)"
+    return f"rebuild it with `braze compile` for a target this machine runs: {choices}"

@@ -189,7 +189,11 @@ def _worker(engine: Engine, threads: int, inputs: dict, conn) -> None:
 
 
 def _expect(conn, tag: str, name: str):
-    got, payload = conn.recv()
+    try:
+        got, payload = conn.recv()
+    except EOFError:
+        raise BrazeError(f"{name} benchmark worker exited before it answered (it crashed or could not start; "
+                         "run the engine alone to see why)") from None
     if got != tag:
         raise BrazeError(f"{name} benchmark worker failed: {payload if got == 'error' else got}")
     return payload
@@ -292,6 +296,7 @@ class _Workers:
                 parent, child = ctx.Pipe()
                 proc = ctx.Process(target=_worker, args=(engine, threads, inputs, child), daemon=True)
                 proc.start()
+                child.close()  # the worker's end: a worker that dies is then an EOF here, not a hang
                 self.procs[engine.name], self.conns[engine.name] = proc, parent
             for name, conn in self.conns.items():
                 self.pids[name], self.estimates[name] = _expect(conn, "ready", name)

@@ -67,8 +67,9 @@ def test_gemm_tile_fits_the_registers(isa, expected):
 @pytest.mark.parametrize("hw", [56, 28, 14, 7])
 def test_conv_tiles_fit_the_registers(isa, hw):
     target = _target(*isa)
-    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1], strides=[2, 2])],
-                   [("x", [1, 64, 2 * hw, 2 * hw])], ["out"], {"w": _w(128, 64, 1, 1)})
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], strides=[2, 2],
+                                     pads=[1, 1, 1, 1])],
+                   [("x", [1, 64, 2 * hw, 2 * hw])], ["out"], {"w": _w(128, 64, 3, 3)})
     op = _anchor(model, "nn.conv")
     p = conv.conv_defaults(op, None, target)
     v = lanes(target)
@@ -79,6 +80,24 @@ def test_conv_tiles_fit_the_registers(isa, hw):
         assert p["tile_k"] == 2 * v
     if isa == AVX2 and hw in (14, 7):  # 2 vectors would leave 1-2 columns: one vector, 7 columns
         assert (p["tile_k"], p["tile_w"]) == (v, 7)
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+@pytest.mark.parametrize("hw,k,stride", [(56, 64, 1), (14, 256, 1), (7, 512, 1), (14, 1024, 2)])
+def test_pointwise_tiles_fit_the_registers(isa, hw, k, stride):
+    """1x1 convs: two vectors of pixels (padded to whole tiles) by as many
+    rows of output channels as the registers hold: 6x16 with AVX2, 8x32
+    with AVX-512, whatever the map and channel counts."""
+    target = _target(*isa)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1], strides=[stride, stride])],
+                   [("x", [1, 64, stride * hw, stride * hw])], ["out"], {"w": _w(k, 64, 1, 1)})
+    op = _anchor(model, "nn.conv")
+    assert conv.pw_applies(op, None, target)
+    p = conv.pw_defaults(op, None, target)
+    v = lanes(target)
+    assert p["tile_n"] == 2 * v
+    assert p["tile_m"] * 2 + 2 + 2 <= registers(target)
+    assert (p["tile_m"], p["tile_n"]) == ((6, 16) if isa == AVX2 else (8, 32))
 
 
 @pytest.mark.parametrize("isa", [AVX2, AVX512])

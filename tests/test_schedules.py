@@ -63,8 +63,10 @@ def test_batched_gemm_of_two_activations(n):
     (8, 32, 12, 3, 1, 1, "conv2d"),     # 3x3: a tile of columns inside a row
     (5, 16, 9, 3, 2, 1, "conv2d"),      # stride 2, odd width
     (16, 24, 12, 1, 1, 0, "pointwise"),  # 1x1: 24 channels, tiles of 16 pixels crossing rows of 12
-    (32, 16, 7, 1, 1, 0, "conv2d"),     # 1x1 on 7x7: pixels not a multiple of the vector width
-    (12, 32, 8, 1, 2, 0, "conv2d"),     # strided 1x1
+    (32, 16, 7, 1, 1, 0, "pointwise"),  # 1x1 on 7x7: 49 pixels, padded to whole tiles
+    (12, 32, 8, 1, 2, 0, "pointwise"),  # strided 1x1: its pixels gathered into a panel first
+    (16, 20, 14, 1, 1, 0, "pointwise"),  # 20 output channels: the last row tile padded with zero weights
+    (24, 50, 9, 1, 2, 0, "pointwise"),  # strided, odd map (25 pixels), rows and pixels padded
 ])
 def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
     out = (hw + 2 * pad - kernel) // stride + 1
@@ -150,8 +152,10 @@ def test_pinning_conv2d_over_winograd():
 @pytest.mark.parametrize("c,k,group,hw,kernel,rule", [
     (64, 64, 2, 13, 3, "conv2d"),      # AlexNet-like: 32 output channels a group, blocks of 32
     (24, 48, 4, 10, 3, "conv2d"),      # 12 a group: quarter-vector blocks of 4
-    (68, 68, 4, 9, 1, "depthwise"),    # ShuffleNet-like: 17 a group, no block fits: one channel a task
+    (68, 68, 4, 9, 3, "depthwise"),    # 17 a group, no block fits: one channel a task
+    (68, 68, 4, 9, 1, "pointwise"),    # ShuffleNet-like 1x1, 17 a group: a GEMM whose rows read their group
     (32, 48, 4, 8, 1, "pointwise"),    # grouped 1x1 on 64 pixels: rows of a tile straddle groups
+    (32, 64, 4, 7, 1, "pointwise"),    # grouped 1x1 on 49 pixels: padded rows and pixels
 ])
 def test_grouped_conv_edges(c, k, group, hw, kernel, rule):
     model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],

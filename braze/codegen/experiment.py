@@ -103,6 +103,14 @@ def _depthwise_grid(op, target, defaults) -> list[dict]:
     return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
 
 
+def _pointwise_grid(op, target, defaults) -> list[dict]:
+    v, c = lanes(target), op.operands[1].type.shape[1]
+    grid = [{**defaults, "tile_m": tm, "tile_n": tn, "order": order}
+            for tn in (2 * v, v) for tm in (defaults["tile_m"], 4) for order in (1, 2)]
+    # K blocks of 256 input channels, four row tiles a task (cache blocking)
+    return grid + ([{**defaults, "order": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
+
+
 def _halve_double(op, target, defaults) -> list[dict]:
     """A rule without a grid here: each integer parameter halved or doubled."""
     return [{**defaults, key: f(value)} for key, value in defaults.items() if isinstance(value, int)
@@ -117,7 +125,7 @@ def _winograd_grid(op, target, defaults) -> list[dict]:
             for b in (2, 4, 8)]
 
 
-_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "depthwise": _depthwise_grid, "winograd": _winograd_grid}
+_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "pointwise": _pointwise_grid, "depthwise": _depthwise_grid, "winograd": _winograd_grid}
 
 
 def auto_variants(kernel: Kernel, target, count: int = 5) -> list[Variant]:

@@ -222,3 +222,13 @@ def test_the_cpp_runtime_knows_the_same_features():
     for name in NAMED:
         listed = re.search(r'\{"' + name + r'", \{([^}]*)\}\}', source).group(1)
         assert re.findall(r'"([^"]+)"', listed) == requirements(get_target(name))["features"], name
+
+
+def test_tuning_for_a_cpu_this_machine_cannot_run_is_refused(tmp_path):
+    """Tuning measures candidates here: a target this CPU cannot run is a
+    TuningError naming what it lacks, before anything is built."""
+    from braze.codegen.tuning import tune_workloads
+    from braze.errors import TuningError
+
+    with pytest.raises(TuningError, match=r"target cpu-\w+ needs \("):
+        tune_workloads([], get_target("cpu-neon" if detect.arch() == "x86_64" else "cpu-avx2"), str(tmp_path / "db"))

@@ -185,7 +185,7 @@ def test_splat_weights_are_packed_like_any_weight(op):
     assert art.kernels[0]["packed"]
 
 
-@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1)])
+@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1), (8, 12, 2)])
 def test_depthwise_edges(c, hw, stride):
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
                                      pads=[1, 1, 1, 1], group=c),

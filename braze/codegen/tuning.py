@@ -215,6 +215,12 @@ def tune_workloads(tasks: list[Task], target, db_path: str, trials: int = 64, pr
     if target.kind != "llvm":
         raise TuningError(f"tuning runs kernels on this machine's CPU; target {target.name} "
                           f"({target.kind}) cannot be measured here")
+    from ..targets.isa import missing, requirements
+
+    lacking = missing(requirements(target))
+    if lacking:
+        raise TuningError(f"tuning measures kernels on this machine; target {target.name} needs {lacking}: "
+                          "tune on a machine that runs it, or for --target cpu or cpu-avx2")
     if trials < 1:
         raise TuningError(f"--trials must be at least 1 (got {trials})")
     if not tasks:

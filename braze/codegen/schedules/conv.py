@@ -390,6 +390,8 @@ def dw_apply(sch, block, op, target, params) -> set[str]:
                 # split each padded row into its stride phases, so that a strided row of taps reads contiguously
                 sch.transform_layout(producer, ("write", 0), lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride,
                                                                                        w_ // stride))
+                # and iterate it in that order: contiguous writes (strided reads), not a scatter
+                sch.transform_block_layout(producer, lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride, w_ // stride))
             sch.compute_at(producer, outer)
             last = sch.get_loops(producer)[-1]
             if extent(sch, last) > 1:

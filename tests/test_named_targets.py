@@ -22,7 +22,6 @@ from braze.runtime import load
 from braze.targets import detect, get_target
 from braze.targets.isa import FEATURES, advice, host_features, missing, requirements
 from onnx_check import run_ort
-from test_cpp_runner import braze_run  # noqa: F401 -- the fixture that builds braze-run
 
 ROOT = Path(__file__).parent.parent
 NAMED = ["cpu-avx2", "cpu-avx512", "cpu-neon"]
@@ -188,7 +187,7 @@ def test_edited_requirements_fail_in_python(runnable, tmp_path, capsys, edit, me
 
 
 @pytest.mark.parametrize("edit, message, advised", EDITS.values(), ids=EDITS)
-def test_edited_requirements_fail_in_braze_run(braze_run, runnable, tmp_path, edit, message, advised):  # noqa: F811
+def test_edited_requirements_fail_in_braze_run(braze_run, runnable, tmp_path, edit, message, advised):
     art = tmp_path / "copy.braze"
     shutil.copytree(runnable, art)
     args = [str(braze_run), str(art), "--input", f"x={runnable.parent / 'x.npy'}", "--output-dir", str(tmp_path)]
@@ -200,7 +199,7 @@ def test_edited_requirements_fail_in_braze_run(braze_run, runnable, tmp_path, ed
 
 
 @pytest.mark.skipif(detect.arch() != "x86_64", reason="links x86-64 code")
-def test_braze_run_refuses_avx512_code_on_a_cpu_without_it(braze_run, built, tmp_path):  # noqa: F811
+def test_braze_run_refuses_avx512_code_on_a_cpu_without_it(braze_run, built, tmp_path):
     art = tmp_path / "m.braze"
     built["cpu-avx512"].save(str(art))
     np.save(tmp_path / "x.npy", FEEDS["x"])

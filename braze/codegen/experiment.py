@@ -125,7 +125,8 @@ def _winograd_grid(op, target, defaults) -> list[dict]:
             for b in (2, 4, 8)]
 
 
-_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "pointwise": _pointwise_grid, "depthwise": _depthwise_grid, "winograd": _winograd_grid}
+_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "pointwise": _pointwise_grid, "depthwise": _depthwise_grid,
+          "winograd": _winograd_grid}
 
 
 def auto_variants(kernel: Kernel, target, count: int = 5) -> list[Variant]:

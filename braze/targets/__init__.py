@@ -149,7 +149,8 @@ def from_descriptor(data: dict, where: str = "<descriptor>", threads: int | None
         # Kernels run on the GPU; host code on the CPU. The sizes are the GPU's:
         # a warp of 32-bit lanes, shared memory as the closest level, its L2.
         return Target(kind="cuda", mcpu=host["mcpu"], num_cores=gpu.sm_count,
-                      vector_bits=32 * gpu.warp_size, vector_registers=host["vector_registers"], l1d_bytes=gpu.max_shared_memory_per_block,
+                      vector_bits=32 * gpu.warp_size, vector_registers=host["vector_registers"],
+                      l1d_bytes=gpu.max_shared_memory_per_block,
                       l2_bytes=gpu.l2_bytes, l3_bytes=0, cuda=gpu, **common)
     # An Ascend-like target runs as a functional emulator on the host: kernels
     # are tuned for the host; the chip drives fusion and the estimates.

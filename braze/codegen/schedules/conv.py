@@ -219,13 +219,12 @@ def pw_lower(op, params):
     ``pw_in``, zero beyond the last pixel, when the pixels are strided or
     do not fill the last tile). ``pw_out`` drops the padding."""
     tile_m, tile_n = int(params["tile_m"]), int(params["tile_n"])
-    k_out = int(op.results[0].type.shape[1])
+    _, k_out, oh, ow = (int(d) for d in op.results[0].type.shape)
+    hw = oh * ow
 
     def fn(x, w, bias=None, *, strides, pads, dilations, group):
-        n, c, height, width = (int(d) for d in x.shape)
+        n, c, _, width = (int(d) for d in x.shape)
         sh, sw = (int(s) for s in strides)
-        oh, ow = (height - 1) // sh + 1, (width - 1) // sw + 1
-        hw = oh * ow
         cols = -(-hw // tile_n) * tile_n
         packed = len(w.shape) == 3
         cg = int(w.shape[1])

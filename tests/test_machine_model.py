@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from braze.codegen.schedules import conv, gemm, winograd
-from braze.codegen.schedules.base import MIN_ACCUMULATORS, accumulators, lanes, pick_tile, registers
+from braze.codegen.schedules.base import accumulators, lanes, min_accumulators, pick_tile, registers
 from braze.compiler import compile as braze_compile
 from braze.ir import Module
 from braze.targets import detect, get_target
@@ -41,12 +41,26 @@ def test_detected_registers():
     assert registers(get_target("cpu")) == get_target("cpu").vector_registers
 
 
+def test_fma_units():
+    """2 full-width FMA pipes unless the CPU is known to have fewer or more;
+    the accumulators a tile needs follow (latency 4 x units)."""
+    assert detect.fma_units("znver3") == 2 and detect.fma_units("skylake-avx512") == 2
+    assert detect.fma_units("znver4", 512) == 1 and detect.fma_units("znver4", 256) == 2
+    assert detect.fma_units("znver1") == 1 and detect.fma_units("neoverse-v2") == 4
+    assert get_target("cpu").fma_units == detect.fma_units()
+    assert get_target("cpu-avx2").fma_units == get_target("cpu-avx512").fma_units == 2
+    one = dataclasses.replace(_target(*AVX512), fma_units=1)
+    assert min_accumulators(one) == 4 and min_accumulators(_target(*AVX2)) == 8
+    assert pick_tile([(4, "a"), (8, "b")], one) == "a"  # one unit: 4 in flight are enough
+    assert pick_tile([(4, "a"), (8, "b")], _target(*AVX2)) == "b"
+
+
 def test_accumulator_budget():
     avx2, avx512 = _target(*AVX2), _target(*AVX512)
     assert accumulators(avx2, 2) == 12 and accumulators(avx2, 1) == 13
     assert accumulators(avx512, 2) == 16  # capped: more did not pay
     assert pick_tile([(4, "a"), (7, "b"), (7, "c")]) == "b"  # none reaches MIN_ACCUMULATORS: the most
-    assert pick_tile([(MIN_ACCUMULATORS, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency
+    assert pick_tile([(8, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency (4 x 2 units)
 
 
 @pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16}), (AVX512, {"tile_m": 8, "tile_n": 32})])

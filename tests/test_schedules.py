@@ -185,15 +185,35 @@ def test_splat_weights_are_packed_like_any_weight(op):
     assert art.kernels[0]["packed"]
 
 
-@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1), (8, 12, 2)])
+def _depthwise(c, hw, stride):
+    return _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
+                                    pads=[1, 1, 1, 1], group=c),
+                   helper.make_node("Clip", ["y", "lo", "hi"], ["out"])],
+                  [("x", [1, c, hw, hw])], ["out"], {"w": _w(c, 1, 3, 3), "lo": np.float32(0),
+                                                   "hi": np.float32(6)})
+
+
+# stride 2 on even widths: rows split into phases by the deinterleave intrinsic, in one run (12) or in runs of 10 (40)
+@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1), (8, 12, 2), (4, 40, 2)])
 def test_depthwise_edges(c, hw, stride):
-    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
-                                     pads=[1, 1, 1, 1], group=c),
-                    helper.make_node("Clip", ["y", "lo", "hi"], ["out"])],
-                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(c, 1, 3, 3), "lo": np.float32(0),
-                                                    "hi": np.float32(6)})
-    art = _check(model)
+    art = _check(_depthwise(c, hw, stride))
     assert art.kernels[0]["schedule"] == "depthwise"
+
+
+@pytest.mark.parametrize("hw,shuffles", [(40, True), (11, False)])
+def test_depthwise_stride_two_rows_are_shuffled(hw, shuffles):
+    """A stride-2 depthwise conv splits its input rows into phases with
+    vector loads and shuffles (no per-lane gather), where the width is even."""
+    from braze.codegen.experiment import find_kernel
+    from braze.codegen.isolate import build_alone
+    from braze.codegen.kernel import partition
+    from braze.codegen.listing import fused
+    from braze.targets import get_target
+
+    kernel = find_kernel(partition(fused(_depthwise(4, hw, 2)).main), "k0")
+    func, fallback = build_alone(kernel, get_target("cpu"), {})
+    assert not fallback
+    assert ("T.Shuffle" in func.script()) == shuffles
 
 
 @pytest.mark.parametrize("axis", [1, 2, -1])

@@ -11,7 +11,7 @@ built-in names; ``isa.requirements(target)`` what a CPU needs to run its code.
 Every ``Target`` has the fields codegen reads on any family: ``kind`` (the
 TVM target kind kernels are built with), ``mcpu``, ``mtriple`` and ``mattr``
 (the CPU the code runs on, as LLVM names it), and the sizes a schedule tiles
-for: ``num_cores``, ``vector_bits``, ``vector_registers``, ``l1d_bytes``,
+for: ``num_cores``, ``vector_bits``, ``vector_registers``, ``fma_units``, ``l1d_bytes``,
 ``l2_bytes``, ``l3_bytes``. An Ascend-like target builds for the host (a
 functional emulator), so those are the host's; its chip is ``npu``.
 """
@@ -46,6 +46,7 @@ class Target:
     family: str = "cpu"
     vector_bits: int = 128
     vector_registers: int = 16
+    fma_units: int = 2
     l1d_bytes: int = detect.DEFAULT_CACHES["l1d_bytes"]
     l2_bytes: int = detect.DEFAULT_CACHES["l2_bytes"]
     l3_bytes: int = detect.DEFAULT_CACHES["l3_bytes"]

@@ -42,6 +42,9 @@ class CpuSpec:
                           choices=(64, 128, 256, 512, 1024, 2048))
     vector_registers: int = _f("architectural vector registers: 32 with AVX-512 and on AArch64, 16 with "
                                "AVX2/SSE; register tiles fit in them")
+    fma_units: int = _f("FMA pipes of one core that each start a full-width vector FMA every cycle: 2 on most "
+                        "x86 cores since Haswell and Zen 2, 1 for AVX-512 on Zen 4 (two 256-bit halves); a "
+                        "register tile keeps fma_units x 4 (the FMA latency) accumulators in flight")
     l1d_bytes: int = _f("L1 data cache of one core", "bytes")
     l2_bytes: int = _f("L2 cache of one core", "bytes")
     l3_bytes: int = _f("last-level cache, shared (0: none)", "bytes", minimum=0)

@@ -94,6 +94,23 @@ def vector_registers(flags: set[str] | None = None, mcpu: str | None = None) -> 
     return 32 if _AVX512.search(name) else 16
 
 
+#: LLVM CPU names whose cores start fewer (or more) full-width vector FMAs per
+#: cycle than two (vendors' optimization manuals): Zen 1 splits 256-bit ops
+#: into two 128-bit halves, Zen 4 splits 512-bit ones; Neoverse V1/V2 and
+#: Apple cores have four 128-bit FMA pipes.
+_FMA_UNITS = {"znver1": 1, "btver2": 1, "bdver4": 1, "neoverse-v1": 4, "neoverse-v2": 4, "neoverse-v3": 4,
+              "apple-m1": 4, "apple-m2": 4, "apple-m3": 4, "apple-m4": 4}
+
+
+def fma_units(mcpu: str | None = None, bits: int | None = None) -> int:
+    """Full-width vector FMA pipes per core for LLVM's CPU name ``mcpu``
+    (2 unless ``_FMA_UNITS`` says otherwise; Zen 4 with 512-bit vectors: 1)."""
+    name = mcpu if mcpu is not None else llvm_cpu()
+    if name == "znver4" and (bits or vector_bits(mcpu=name)) >= 512:
+        return 1
+    return _FMA_UNITS.get(name, 2)
+
+
 def isa(flags: set[str] | None = None) -> str:
     """The widest vector ISA the host has, as a person names it: ``AVX-512``,
     ``AVX2``, ``AVX``, ``SSE``, ``SVE``, ``NEON``, or ``unknown``."""
@@ -184,4 +201,5 @@ def host() -> dict:
     mcpu = llvm_cpu()
     return {"mcpu": mcpu, "mtriple": llvm_triple(), "mattr": (), "num_cores": cores(),
             "vector_bits": vector_bits(mcpu=mcpu),
-            "vector_registers": vector_registers(mcpu=mcpu), **caches()}
+            "vector_registers": vector_registers(mcpu=mcpu),
+            "fma_units": fma_units(mcpu, vector_bits(mcpu=mcpu)), **caches()}

@@ -36,6 +36,7 @@ def summary(target: Target) -> str:
         return (f"{n.ai_core_cnt} AI cores, UB {_size(n.ub_size)}, cube {cube:g} TFLOP/s {n.compute_dtype}, "
                 f"DDR {p['ddr_gbps']:g} GB/s")
     return (f"{target.num_cores} cores, {target.vector_registers} {target.vector_bits}-bit vector registers, "
+            f"{target.fma_units} FMA units, "
             f"L1d {_size(target.l1d_bytes)}, "
             f"L2 {_size(target.l2_bytes)}, L3 {_size(target.l3_bytes)}")
 

@@ -78,9 +78,15 @@ def registers(target) -> int:
     return getattr(target, "vector_registers", 0) or (32 if lanes(target) >= 16 else 16)
 
 
-#: Independent accumulators that hide the FMA latency (4 cycles, 2 FMA units
-#: on current x86 cores); a tile with fewer waits on its own additions.
-MIN_ACCUMULATORS = 8
+#: Cycles from an FMA's start to its result on current x86 and Arm cores.
+FMA_LATENCY = 4
+
+
+def min_accumulators(target) -> int:
+    """Independent accumulators that keep every FMA unit busy: latency x
+    units (8 on AVX2 cores with 2 units); a tile with fewer waits on its
+    own additions."""
+    return FMA_LATENCY * max(1, getattr(target, "fma_units", 2) or 2)
 
 
 def accumulators(target, loads: int, cap: int = 16) -> int:
@@ -93,14 +99,14 @@ def accumulators(target, loads: int, cap: int = 16) -> int:
     return max(1, min(cap, registers(target) - loads - 2))
 
 
-def pick_tile(candidates: list[tuple[int, dict]]) -> dict | None:
+def pick_tile(candidates: list[tuple[int, dict]], target=None) -> dict | None:
     """The register tile to use from ``(accumulators, params)`` candidates
     in order of preference (widest vectors first): the first with at least
-    ``MIN_ACCUMULATORS``, else the one with the most accumulators. (On AVX2,
+    ``min_accumulators(target)``, else the one with the most accumulators. (On AVX2,
     a conv on a 7-wide map: 2 vectors x 1 column gives 2 accumulators, 1
     vector x 7 columns gives 7, and ran 2x faster.)"""
     for acc, params in candidates:
-        if acc >= MIN_ACCUMULATORS:
+        if acc >= min_accumulators(target):
             return params
     return max(candidates, key=lambda c: c[0])[1] if candidates else None
 

@@ -34,6 +34,7 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
+from .intrinsics import deinterleave
 from .base import (Rule, accumulators, blocks_under, divisor_at_most, epilogue_of, extent, is_spatial, lanes, pick_tile,
                    place_at, register, weight_param)
 
@@ -82,7 +83,7 @@ def conv_defaults(op, kernel, target) -> dict | None:
             # columns: up to 12 with AVX-512 and two vectors, 6 with AVX2 (its 16 registers)
             tile_w = divisor_at_most(ow, accumulators(target, nv, cap * nv) // nv)
             candidates.append((nv * tile_w, {"tile_k": tile_k, "tile_w": tile_w, "order": order}))
-    return pick_tile(candidates)
+    return pick_tile(candidates, target)
 
 
 def conv_packings(op, kernel, target, params) -> dict:
@@ -384,22 +385,52 @@ def dw_apply(sch, block, op, target, params) -> set[str]:
     stride = int(lookup(op.name).normalize_attrs(op.attributes)["strides"][-1])
     for producer in sch.get_producers(block):
         if sch.get(producer).name_hint.startswith("conv_pad") and len(sch.get_consumers(producer)) == 1:
-            width = int(sch.get(producer).iter_vars[-1].dom.extent)
-            if stride > 1 and width % stride == 0:
-                # split each padded row into its stride phases, so that a strided row of taps reads contiguously
-                sch.transform_layout(producer, ("write", 0), lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride,
-                                                                                       w_ // stride))
-                # and iterate it in that order: contiguous writes (strided reads), not a scatter
-                sch.transform_block_layout(producer, lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride, w_ // stride))
-            sch.compute_at(producer, outer)
-            last = sch.get_loops(producer)[-1]
-            if extent(sch, last) > 1:
-                sch.vectorize(last)
+            _pad_plane(sch, producer, outer, stride, v)
     sch.decompose_reduction(block, rc)
     for b in sch.get_child_blocks(outer):
         if sch.get(b).name_hint.endswith("_init"):
             sch.vectorize(sch.get_loops(b)[-1])
     return blocks_under(sch, outer)
+
+
+
+def _phases(stride: int):
+    """A row's layout split into its ``stride`` phases: column ``w`` at
+    ``[w % stride, w // stride]``, so that a strided row of taps (or of
+    inputs) reads contiguously."""
+    return lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride, w_ // stride)
+
+
+def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
+    """Pad one channel's plane per task (``outer``). With a stride, the
+    padded plane is stored by stride phases, and the input rows are first
+    split into their phases by a copy that loads whole vectors and shuffles
+    them (the ``deinterleave`` intrinsic; a strided read would be a gather,
+    one scalar load per lane, 2-3 cycles per element and most of the
+    kernel's time); the padding then copies contiguous runs."""
+    width = int(sch.get(pad).iter_vars[-1].dom.extent)
+    source = sch.get(pad).reads[0].source
+    phased = stride > 1 and width % stride == 0
+    if phased:
+        sch.transform_layout(pad, ("write", 0), _phases(stride))
+        # iterated in that order: contiguous writes, not a scatter
+        sch.transform_block_layout(pad, _phases(stride))
+    sch.compute_at(pad, outer)
+    if phased and len(source.shape) == 4 and int(source.shape[-1]) % stride == 0:
+        split = sch.cache_read(pad, 0, "global", consumer_blocks=[pad])
+        sch.transform_layout(split, ("write", 0), _phases(stride))
+        sch.transform_block_layout(split, _phases(stride))
+        sch.compute_at(split, outer)
+        *_, phase, q = sch.get_loops(split)
+        run = divisor_at_most(extent(sch, q), 2 * v)
+        q_outer, q_inner = sch.split(q, [None, run])
+        sch.reorder(q_outer, phase, q_inner)
+        sch.tensorize(phase, deinterleave(stride, run, str(source.dtype)))
+        # one phase at a time: its reads of the split rows are then contiguous
+        sch.unroll(sch.get_loops(pad)[-2])
+    last = sch.get_loops(pad)[-1]
+    if extent(sch, last) > 1:
+        sch.vectorize(last)
 
 
 register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",

@@ -107,7 +107,7 @@ def defaults(op, kernel, target) -> dict | None:
             nv = tile_k // v
             tile_t = divisor_at_most(tw, accumulators(target, nv) // nv)
             candidates.append((nv * tile_t, {"tile": m, "tile_k": tile_k, "tile_t": tile_t, "order": 1}))
-    return pick_tile(candidates)
+    return pick_tile(candidates, target)
 
 
 def _tile_param(params) -> int:

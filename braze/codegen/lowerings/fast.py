@@ -14,9 +14,26 @@ f64 keeps the exact functions.
 
 from tvm import te, tirx, topi
 
+#: (integer type of the same width, exponent-all-ones pattern) per float type
+_NAN_BITS = {"float16": ("int16", 0x7C00), "bfloat16": ("int16", 0x7F80), "float32": ("int32", 0x7F800000),
+             "float64": ("int64", 0x7FF0000000000000)}
+
+
+def is_nan(v):
+    """``v`` is NaN, as a test TVM vectorizes: its bits, sign cleared, above
+    infinity's. (TVM's loop vectorizer scalarizes ``tirx.isnan``: a whole
+    epilogue that tests for NaN -- a GELU after a matmul, a NaN-keeping
+    max -- then ran one element at a time; ``x != x`` is folded to false.)"""
+    ty = str(v.ty)
+    if ty not in _NAN_BITS:
+        return tirx.isnan(v)
+    itype, inf = _NAN_BITS[ty]
+    mask = (1 << (int(itype[3:]) - 1)) - 1
+    return (tirx.reinterpret(itype, v) & tirx.const(mask, itype)) > tirx.const(inf, itype)
+
 
 def _keep_nan(x: te.Tensor, y: te.Tensor) -> te.Tensor:
-    return te.compute(x.shape, lambda *i: tirx.Select(tirx.isnan(x(*i)), x(*i), y(*i)), name="keep_nan")
+    return te.compute(x.shape, lambda *i: tirx.Select(is_nan(x(*i)), x(*i), y(*i)), name="keep_nan")
 
 
 def exp(x: te.Tensor) -> te.Tensor:

@@ -117,14 +117,14 @@ def _python_fmod(a, b):
 def min_(lhs, rhs):
     if not is_float(lhs):
         return topi.minimum(lhs, rhs)
-    return elementwise(lambda a, b: tirx.Select(tirx.any(a < b, tirx.isnan(a)), a, b), lhs, rhs)
+    return elementwise(lambda a, b: tirx.Select(tirx.any(a < b, fast.is_nan(a)), a, b), lhs, rhs)
 
 
 @lowering("math.max")
 def max_(lhs, rhs):
     if not is_float(lhs):
         return topi.maximum(lhs, rhs)
-    return elementwise(lambda a, b: tirx.Select(tirx.any(a > b, tirx.isnan(a)), a, b), lhs, rhs)
+    return elementwise(lambda a, b: tirx.Select(tirx.any(a > b, fast.is_nan(a)), a, b), lhs, rhs)
 
 
 @lowering("math.where")
@@ -137,7 +137,7 @@ def _comparison(topi_fn, reflexive: bool):
     """A comparison; ``reflexive``: true of x with itself unless x is NaN."""
     def lower(lhs, rhs):
         if lhs.same_as(rhs) and is_float(lhs) and reflexive:
-            return topi.logical_not(topi.isnan(lhs))  # not folded to true, as x == x would be
+            return elementwise(lambda v: tirx.Not(fast.is_nan(v)), lhs)  # not folded to true, as x == x would be
         if str(lhs.dtype) == "bool":  # LLVM cannot compare i1 values the way TVM emits them
             lhs, rhs = topi.cast(lhs, "int8"), topi.cast(rhs, "int8")
         return topi_fn(lhs, rhs)
@@ -216,6 +216,8 @@ def tanh(x):
 
 @lowering("math.isnan")
 def isnan(x):
+    if is_float(x):
+        return elementwise(fast.is_nan, x)
     return topi.isnan(x)
 
 

@@ -12,6 +12,7 @@ from math import prod
 from tvm import te, tirx, topi
 
 from ..registry import lowering
+from .fast import is_nan
 
 _NARROW_FLOATS = ("float16", "bfloat16")
 
@@ -59,8 +60,7 @@ def worst(largest: bool, of: str):
 
 
 def _isnan(v, of: str):
-    # TVM has no isnan for bfloat16
-    return tirx.isnan(v.astype("float32") if of == "bfloat16" else v)
+    return is_nan(v)
 
 
 def extreme(largest: bool, of: str):

@@ -14,10 +14,11 @@ import os
 import signal
 import sys
 import time
+import warnings
 from collections import Counter
 
 from . import __version__
-from .errors import BrazeError, InputError
+from .errors import BrazeError, BrazeWarning, InputError
 
 
 # --- shared helpers ----------------------------------------------------------------------
@@ -181,7 +182,8 @@ def fusion_from_args(args) -> dict:
     return {"no_fuse": items(args.no_fuse), "only_fuse": items(args.only_fuse),
             "skip_nodes": items(args.skip_nodes), "scope": args.scope or "", "switch": items(args.switch),
             "rules": args.rules or "", "max_group_size": args.max_group_size or 0,
-            "memory_limit": args.memory_limit or 0, "tile_limit": args.tile_limit or 0}
+            "memory_limit": args.memory_limit or 0, "tile_limit": args.tile_limit or 0,
+            "strict_rules": bool(getattr(args, "strict_rules", False))}
 
 
 def compile_from_args(args):
@@ -519,7 +521,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("opt", help="run a pass pipeline over IR text (like mlir-opt)")
     s.add_argument("input", nargs="?", help="IR text file; default stdin")
-    s.add_argument("-p", "--pipeline", required=True, help="e.g. 'canonicalize,cse,dce'")
+    s.add_argument("-p", "--pipeline", default="",
+                   help="e.g. 'canonicalize,cse,dce' (default: none, the IR is parsed, verified and printed back)")
     s.add_argument("-o", "--output", help="output IR file (weights beside it); default stdout")
     s.add_argument("--weights", help="weights file (default: INPUT.weights.npz when it exists)")
     s.add_argument("--print-ir-after-all", action="store_true", help="print the IR after each pass to stderr")
@@ -543,6 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
         f.add_argument("--scope", help="fuse only inside: a glob, re:REGEX, index:A-B or between:A..B")
         f.add_argument("--switch", action="append", metavar="SPEC", help="rule switches: ALL=on,attention=off or a JSON file")
         f.add_argument("--rules", metavar="RULES.json", help="manual fusion rules (pattern rules, explicit groups)")
+        f.add_argument("--strict-rules", action="store_true",
+                       help="a manual rule that can never apply (unknown op type or node) is an error, not a warning")
         f.add_argument("--max-group-size", type=int, help="at most this many ops per group")
         f.add_argument("--memory-limit", type=int, metavar="BYTES", help="largest working set of a group")
         f.add_argument("--tile-limit", type=int, metavar="BYTES",
@@ -677,10 +682,19 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """braze's own warnings as one line on stderr; others as Python prints them."""
+    if issubclass(category, BrazeWarning):
+        print(f"warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
 def main(argv: list[str] | None = None) -> int:
     global _interrupted
     _interrupted = False  # a Ctrl-C of an earlier main() in this process is not this one's
     args = build_parser().parse_args(argv)
+    warnings.showwarning = _show_warning
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _on_sigint)
     try:

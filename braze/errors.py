@@ -74,6 +74,16 @@ class FusionRuleError(BrazeError):
     """A fusion rule, rules file or rule switch is invalid; names the rule and file."""
 
 
+class BrazeWarning(UserWarning):
+    """Something braze did differently from what was asked, and why (the
+    command line prints it as ``warning: ...``)."""
+
+
+class FusionRuleWarning(BrazeWarning):
+    """A manual fusion rule that can never apply (an unknown op type, a node
+    not in the graph); ``strict_rules`` makes it a ``FusionRuleError``."""
+
+
 class CodegenError(BrazeError):
     """A kernel cannot be lowered or built by TVM."""
 

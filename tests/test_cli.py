@@ -37,6 +37,34 @@ def test_opt_pipeline_over_stdin_and_files(tmp_path):
     assert r.stdout == text
 
 
+def test_opt_without_a_pipeline_round_trips(tmp_path):
+    """As mlir-opt does: parse, verify, print back; bad IR is still an error."""
+    out = tmp_path / "m.mlir"
+    assert braze("import", tiny("mobilenetv2-tiny"), "-o", out).returncode == 0
+    r = braze("opt", out)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == out.read_text()
+    r = braze("opt", stdin=out.read_text().replace("%input", "%nosuch", 2).replace("%nosuch", "%input", 1))
+    assert r.returncode != 0 and "%nosuch" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_a_manual_rule_that_can_never_apply_is_a_warning_or_with_strict_rules_an_error(tmp_path):
+    from onnx import TensorProto, helper, save
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="act")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])])
+    save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), tmp_path / "m.onnx")
+    rules = tmp_path / "rules.json"
+    rules.write_text(json.dumps({"rules": [{"name": "ghost", "ops": ["NoSuchOp", "Relu"]}]}))
+    r = braze("compile", tmp_path / "m.onnx", "--rules", rules, "-o", tmp_path / "m.braze", "-q")
+    assert r.returncode == 0, r.stderr
+    assert "warning: manual rule 'ghost' can never apply" in r.stderr and "NoSuchOp" in r.stderr
+    r = braze("compile", tmp_path / "m.onnx", "--rules", rules, "--strict-rules", "-o", tmp_path / "s.braze", "-q")
+    assert r.returncode == 1 and "error: manual rule 'ghost'" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "s.braze").exists()
+
+
 def test_ops_json():
     r = braze("ops", "--json")
     data = json.loads(r.stdout)

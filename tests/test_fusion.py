@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import braze
-from braze.errors import FusionRuleError, PassError
+from braze.errors import FusionRuleError, FusionRuleWarning, PassError
 from braze.ir import Block, Func, Module, Operation, TensorType, parse_module, print_module, verify
 from braze.ir.interpret import interpret
 from braze.passes import PassManager
@@ -173,13 +173,19 @@ def test_manual_group_is_not_extended_by_automatic_rules():
 
 def test_manual_rules_that_cannot_apply_are_refused_with_a_reason():
     module = parse_module(DIAMOND)
-    report = fuse_module(module, level=1, rules=[
-        {"name": "typo", "ops": ["Relu", "Tanspose"]},
-        {"name": "ghost", "nodes": ["a", "nowhere"]},
-        {"name": "not_convex", "nodes": ["a", "c"]},
-        {"name": "first", "nodes": ["a", "t"]},
-        {"name": "second", "ops": ["Transpose", "Add"]},
-    ])
+    with pytest.warns(FusionRuleWarning) as caught:
+        report = fuse_module(module, level=1, rules=[
+            {"name": "typo", "ops": ["Relu", "Tanspose"]},
+            {"name": "ghost", "nodes": ["a", "nowhere"]},
+            {"name": "not_convex", "nodes": ["a", "c"]},
+            {"name": "first", "nodes": ["a", "t"]},
+            {"name": "second", "ops": ["Transpose", "Add"]},
+        ])
+    # the two that can never apply on this graph are also warnings naming the rule and what it names
+    assert sorted(str(w.message).split("'")[1] for w in caught) == ["ghost", "typo"]
+    assert any("'Tanspose'" in str(w.message) for w in caught) and any("nowhere" in str(w.message) for w in caught)
+    with pytest.raises(FusionRuleError, match="manual rule 'typo' can never apply"):
+        fuse_module(parse_module(DIAMOND), level=1, strict_rules=True, rules=[{"name": "typo", "ops": ["Relu", "Tanspose"]}])
     reasons = {r.rule: (r.reason, r.nodes) for r in report.refused}
     assert reasons["typo"][0] == "unknown_op_type"
     assert reasons["ghost"] == ("unknown_node", ["nowhere"])

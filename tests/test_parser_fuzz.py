@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,4 +58,10 @@ def test_mutated_valid_text(edits):
 
 
 def test_deep_nesting_is_a_parse_error():
-    check('func.func @main() -> () { "func.return"() {a = ' + "[" * 5000 + "]" * 5000 + "} : () -> () }")
+    """5000 nested brackets: a ParseError at the first bracket too deep (not a
+    RecursionError, not a module)."""
+    text = 'func.func @main() -> () { "func.return"() {a = ' + "[" * 5000 + "]" * 5000 + "} : () -> () }"
+    with pytest.raises(ParseError, match="nesting deeper than") as info:
+        parse_module(text)
+    line, column = info.value.line, info.value.column
+    assert line == 1 and text[column - 1] == "[" and column - 1 - text.index("[") >= 199  # at the 200th

@@ -33,7 +33,9 @@ class FusionOptions:
     ``max_group_size`` (ops) and ``memory_limit`` (bytes) are 0 when unlimited.
     ``tile_limit`` (bytes, 0: unlimited) bounds a group's working tile, the
     on-chip buffer one tile of it needs (tile.py); an Ascend-like target sets
-    it to its unified buffer.
+    it to its unified buffer. A manual rule that can never apply (an op type
+    braze does not know, a node not in the graph) is a ``FusionRuleWarning``,
+    or with ``strict_rules`` a ``FusionRuleError``.
     """
 
     level: int = 2
@@ -46,6 +48,7 @@ class FusionOptions:
     max_group_size: int = 0
     memory_limit: int = 0
     tile_limit: int = 0
+    strict_rules: bool = False
 
     def __post_init__(self):
         # From Python, lists and dicts are natural; keep the fields hashable

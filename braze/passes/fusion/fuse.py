@@ -14,10 +14,11 @@ members' values used outside it or returned, yielded by ``fuse.yield``.
 from __future__ import annotations
 
 import heapq
+import warnings
 from dataclasses import dataclass, fields
 from typing import ClassVar
 
-from ...errors import FusionRuleError
+from ...errors import FusionRuleError, FusionRuleWarning
 from ...ir import Block, Func, Module, Operation, Region
 from ...ir.registry import Kind
 from ..manager import Pass, register_pass
@@ -68,6 +69,7 @@ def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=N
         for rule in (r for r in RULES if r.level == level):
             _run_to_fixpoint(rule, plan)
     plan.write_refusals(report)
+    _unusable_rules(report, options.strict_rules)
     report.groups = materialize(func, graph, plan, options.level)
     report.kernels = count_ops(func)
     module.fusion_report = report
@@ -105,6 +107,22 @@ def _manual_rules(options: FusionOptions, extra) -> list[ManualRule]:
         if names.count(name) > 1:
             raise FusionRuleError(f"manual rule '{name}' is defined more than once")
     return rules
+
+
+#: the refusals that say a manual rule can never apply to this graph
+UNUSABLE = ("unknown_op_type", "unknown_node")
+
+
+def _unusable_rules(report: FusionReport, strict: bool) -> None:
+    """Warn about (or, ``strict``, refuse) manual rules that can never apply."""
+    for refusal in report.refused:
+        if refusal.reason not in UNUSABLE:
+            continue
+        what = f"{refusal.detail}: {', '.join(refusal.nodes)}" if refusal.nodes else refusal.detail
+        message = f"manual rule '{refusal.rule}' can never apply ({refusal.reason}): {what}"
+        if strict:
+            raise FusionRuleError(f"{message} (strict rules: fix or remove the rule)")
+        warnings.warn(message, FusionRuleWarning, stacklevel=3)
 
 
 def _run_to_fixpoint(rule, plan: Planner) -> None:

@@ -1,6 +1,14 @@
 """braze: a fusion compiler for ONNX models, built on Apache TVM.
 
-Public API::
+Public API (docs/usage.md)::
+
+    artifact = braze.compile("model.onnx", target="cpu", level=2, fusion={"no_fuse": ["Slice"]})
+    artifact.save("model.braze"); artifact = braze.load("model.braze")
+    outputs = artifact.run({"x": x})              # {name: numpy array}
+    sess = braze.InferenceSession("model.onnx")   # onnxruntime's API: get_inputs(), run(None, feeds)
+    braze.Target, braze.get_target("cpu-avx2"), braze.FusionOptions(level=3)
+
+and for the compiler's insides::
 
     module = braze.load_onnx("model.onnx", input_shapes={"x": (1, 3, 224, 224)})
     braze.PassManager.parse("canonicalize,cse,dce").run(module)
@@ -34,7 +42,19 @@ def parse_ir(text: str, weights: str | None = None):
     return verify(parse_module(text, blobs=load_blobs(weights) if weights else None))
 
 
+#: name -> (module, attribute) of the lazily imported public names
+_PUBLIC = {"compile": ("compiler", "compile"), "compile_module": ("compiler", "compile_module"),
+           "load": ("runtime", "load"), "Artifact": ("runtime.artifact", "Artifact"),
+           "Target": ("targets", "Target"), "get_target": ("targets", "get_target"),
+           "FusionOptions": ("passes.fusion", "FusionOptions"), "InferenceSession": ("session", "InferenceSession")}
+
+
 def __getattr__(name):  # lazy, so that `import braze` stays light
+    if name in _PUBLIC:
+        import importlib
+
+        module, attribute = _PUBLIC[name]
+        return getattr(importlib.import_module(f".{module}", __name__), attribute)
     if name == "PassManager":
         from .passes import PassManager
 
@@ -46,4 +66,5 @@ def __getattr__(name):  # lazy, so that `import braze` stays light
     raise AttributeError(name)
 
 
-__all__ = ["BrazeError", "PassManager", "kernels", "load_onnx", "parse_ir", "schedule_variants"]
+__all__ = ["Artifact", "BrazeError", "FusionOptions", "InferenceSession", "PassManager", "Target", "compile",
+           "compile_module", "get_target", "kernels", "load", "load_onnx", "parse_ir", "schedule_variants"]

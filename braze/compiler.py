@@ -32,7 +32,7 @@ def codegen_fingerprint() -> str:
 
 def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
             progress=None, cache_dir: str | None = None, schedules: dict | None = None,
-            tuning_db: str | None = None) -> Artifact:
+            tuning_db: str | None = None, **controls) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
@@ -44,9 +44,14 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     ``schedules`` pins kernels' schedules: kernel name -> ``{"rule": NAME,
     "params": {...}}`` (see ``braze kernels`` for the names). ``tuning_db``
     is a folder written by ``braze tune``: kernels it has records for get
-    their tuned schedules (docs/performance.md).
+    their tuned schedules (docs/performance.md). The fusion controls may
+    also come as keywords (``no_fuse=["Slice"], strict_rules=True``), over
+    those of ``fusion``.
     """
     from .frontend import import_onnx
+
+    if controls:
+        fusion = _with_controls(fusion, controls)
 
     started = time.perf_counter()
     (progress or _quiet)("importing")
@@ -69,6 +74,15 @@ def pipeline(level: int = 0, fusion=None, target=None) -> PassManager:
             values["tile_limit"] = target.npu.ub_size
         pm.passes.append(Fuse(**{**values, "level": level}))
     return pm
+
+
+def _with_controls(fusion, controls: dict) -> dict:
+    """``fusion`` (None, a dict or a FusionOptions) with ``controls`` over it, as a dict."""
+    from .passes.fusion import FusionOptions
+
+    if isinstance(fusion, FusionOptions):
+        fusion = {f.name: getattr(fusion, f.name) for f in dataclasses.fields(FusionOptions) if f.name != "level"}
+    return {**(fusion or {}), **controls}
 
 
 def _fusion_options(values: dict):

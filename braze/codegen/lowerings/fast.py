@@ -15,8 +15,7 @@ f64 keeps the exact functions.
 from tvm import te, tirx, topi
 
 #: (integer type of the same width, exponent-all-ones pattern) per float type
-_NAN_BITS = {"float16": ("int16", 0x7C00), "bfloat16": ("int16", 0x7F80), "float32": ("int32", 0x7F800000),
-             "float64": ("int64", 0x7FF0000000000000)}
+_NAN_BITS = {"float16": ("int16", 0x7C00), "float32": ("int32", 0x7F800000), "float64": ("int64", 0x7FF0000000000000)}
 
 
 def is_nan(v):
@@ -25,6 +24,8 @@ def is_nan(v):
     epilogue that tests for NaN -- a GELU after a matmul, a NaN-keeping
     max -- then ran one element at a time; ``x != x`` is folded to false.)"""
     ty = str(v.ty)
+    if ty == "bfloat16":  # TVM computes bfloat16 in float32 (its bits are not an int16 to LLVM)
+        v, ty = v.astype("float32"), "float32"
     if ty not in _NAN_BITS:
         return tirx.isnan(v)
     itype, inf = _NAN_BITS[ty]

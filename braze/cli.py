@@ -238,6 +238,14 @@ def cmd_compile(args) -> int:
     path = artifact.save(args.output)
     m = artifact.manifest
     print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")
+    if args.fusion_result:
+        from .passes.fusion.explain import fusion_result
+
+        result = fusion_result(m.get("fusion"), m["model"])
+        with atomic(args.fusion_result, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"wrote {args.fusion_result}: match_times and effect_times of "
+              f"{len(result[m['model']]['graph_fusion'])} rules")
     if m.get("estimate"):
         print(f"estimated {m['estimate']['total_us']:.2f} us on {m['estimate']['target']} (roofline; docs/targets.md)")
     return 0
@@ -568,6 +576,8 @@ def build_parser() -> argparse.ArgumentParser:
     schedule_pins(s)
     tuning_db_option(s)
     s.add_argument("-o", "--output", required=True, help="artifact folder, e.g. model.braze")
+    s.add_argument("--fusion-result", metavar="FILE.json",
+                   help="also write per-rule match_times/effect_times, as the Ascend graph engine's fusion_result.json")
     s.set_defaults(fn=cmd_compile)
 
     s = sub.add_parser("run", help="run an artifact on inputs from an .npz")

@@ -65,6 +65,19 @@ def test_a_manual_rule_that_can_never_apply_is_a_warning_or_with_strict_rules_an
     assert not (tmp_path / "s.braze").exists()
 
 
+def test_fusion_result_agrees_with_explain(tmp_path):
+    """CANN's fusion_result.json shape: per rule match_times/effect_times (strings), as explain counts them."""
+    model = tiny("bert-tiny")
+    r = braze("compile", model, "--level", "3", "-o", tmp_path / "m.braze", "-q", "--fusion-result", tmp_path / "f.json")
+    assert r.returncode == 0, r.stderr
+    (result,) = json.loads((tmp_path / "f.json").read_text()).values()
+    explained = json.loads(braze("explain", model, "--level", "3", "--json").stdout)
+    assert {name: (int(v["match_times"]), int(v["effect_times"])) for name, v in result["graph_fusion"].items()} \
+        == {name: (v["matched"], v["applied"]) for name, v in explained["rules"].items()}
+    assert int(result["graph_fusion"]["attention"]["effect_times"]) == 2  # one per layer
+    assert [g["name"] for g in result["groups"]] == [g["name"] for g in explained["groups"]]
+
+
 def test_ops_json():
     r = braze("ops", "--json")
     data = json.loads(r.stdout)

@@ -148,3 +148,16 @@ class FusionReport:
 
     def __str__(self) -> str:
         return self.table()
+
+
+def fusion_result(report: dict | None, model: str = "model") -> dict:
+    """A report (``FusionReport.to_dict()``; None: nothing fused) as the
+    Ascend graph engine's ``fusion_result.json`` has it: per rule
+    ``match_times`` (candidate merges, or a manual rule's occurrences) and
+    ``effect_times`` (the merges that happened), as strings like CANN's,
+    under ``graph_fusion``; plus braze's groups."""
+    report = report or {"level": 0, "rules": {}, "groups": []}
+    rules = {name: {"match_times": str(s["matched"]), "effect_times": str(s["applied"]), "source": s["source"],
+                    "level": s["level"], "on": s["on"]} for name, s in report["rules"].items()}
+    return {model: {"graph_fusion": rules, "level": report["level"],
+                    "groups": [{"name": g["name"], "rule": g["rule"], "nodes": g["nodes"]} for g in report["groups"]]}}

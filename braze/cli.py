@@ -18,7 +18,7 @@ import warnings
 from collections import Counter
 
 from . import __version__
-from .errors import BrazeError, BrazeWarning, InputError
+from .errors import BrazeError, BrazeWarning, InputError, first_line
 
 
 # --- shared helpers ----------------------------------------------------------------------
@@ -400,7 +400,7 @@ def _onnxruntime_profile(args, artifact, inputs):
     """onnxruntime's per-node times on the same inputs and threads, per braze kernel."""
     import onnx
 
-    from .measure import _first_line, attribute_nodes, profile_onnxruntime
+    from .measure import attribute_nodes, profile_onnxruntime
     from .runtime.threads import current_threads
 
     try:
@@ -411,7 +411,7 @@ def _onnxruntime_profile(args, artifact, inputs):
     try:
         rows = profile_onnxruntime(args.onnx, inputs, current_threads(), repeat=args.repeat)
     except Exception as e:  # noqa: BLE001 -- onnxruntime's own errors (wrong inputs for this model, ...)
-        raise InputError(f"{args.onnx}: onnxruntime could not run it on the artifact's inputs ({_first_line(e)}); "
+        raise InputError(f"{args.onnx}: onnxruntime could not run it on the artifact's inputs ({first_line(e)}); "
                          "give the .onnx the artifact was compiled from") from None
     return attribute_nodes(model, artifact.kernels, rows)
 

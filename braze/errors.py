@@ -114,3 +114,17 @@ class ScheduleError(BrazeError):
 class TuningError(BrazeError):
     """A tuning database is missing or corrupt, or a tuning run cannot start
     (an unknown kernel, a target this machine cannot measure)."""
+
+
+def last_line(e: BaseException) -> str:
+    """The last non-empty line of an exception's message (TVM's errors end
+    with the one that says what went wrong, after a traceback); the type's
+    name when there is none."""
+    lines = [line.strip() for line in str(e).strip().splitlines() if line.strip()]
+    return lines[-1] if lines else type(e).__name__
+
+
+def first_line(e: BaseException) -> str:
+    """The first line of an exception's message (onnxruntime's and Python's
+    say what went wrong first); the type's name when there is none."""
+    return (str(e).strip().splitlines() or [type(e).__name__])[0]

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BrazeError
+from .errors import BrazeError, first_line
 from .timing import IDLE_TIMEOUT_S, PROBE_S, Ratio, Timing
 
 
@@ -50,7 +50,7 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
     except IsADirectoryError:
         raise InputError(f"{path}: is a directory; {usage}") from None
     except Exception as e:  # a truncated zip, or (numpy's words for any other bytes) "pickled data"
-        reason = "unreadable" if "pickle" in str(e) else _first_line(e)
+        reason = "unreadable" if "pickle" in str(e) else first_line(e)
         raise InputError(f"{path}: not an .npz file ({reason}); {usage}") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise InputError(f"{path}: holds a single array, not named ones; {usage}")
@@ -58,11 +58,9 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
         with data:
             return {k: data[k] for k in data.files}
     except Exception as e:  # a damaged member, or an object array
-        raise InputError(f"{path}: cannot read its arrays ({_first_line(e)}); {usage}") from None
+        raise InputError(f"{path}: cannot read its arrays ({first_line(e)}); {usage}") from None
 
 
-def _first_line(e: Exception) -> str:
-    return (str(e).strip().splitlines() or [type(e).__name__])[0]
 
 
 def ort_session(model, threads: int | None, profile_prefix: str | None = None):

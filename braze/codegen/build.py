@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import tvm
 
-from ..errors import BrazeError, CodegenError
+from ..errors import BrazeError, CodegenError, last_line
 from ..ir import Module
 from ..targets import Target
 from . import interrupts
@@ -22,11 +22,6 @@ class Compiled:
     executable: "tvm.runtime.Executable"
     kernels: list[Kernel]
     target: Target
-
-
-def _tvm_message(e: Exception) -> str:
-    lines = [l for l in str(e).strip().splitlines() if l.strip()]
-    return lines[-1] if lines else type(e).__name__
 
 
 def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, scheduled: bool = True,
@@ -49,7 +44,7 @@ def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, sched
         raise
     except Exception as e:  # TVM raises many types; all mean "this kernel cannot be built"
         interrupts.check()
-        raise CodegenError(f"kernel {kernel.name} ({', '.join(kernel.nodes)}): {_tvm_message(e)}") from None
+        raise CodegenError(f"kernel {kernel.name} ({', '.join(kernel.nodes)}): {last_line(e)}") from None
 
 
 def build(module: Module, target: Target, on_group_failure=None, schedules: dict | None = None,
@@ -91,13 +86,13 @@ def _build(module: Module, target: Target, on_group_failure, schedules: dict | N
     except Exception as e:  # noqa: BLE001 -- find the kernels TVM cannot lower, build them unscheduled
         interrupts.check()
         if not _unschedule_failures(kernels, primfuncs, target, tgt):
-            raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e)}") from None
+            raise CodegenError(f"TVM failed to compile the model: {last_line(e)}") from None
         try:
             executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
                                      relax_pipeline=lowering_pipeline(tgt))
         except Exception as e2:  # noqa: BLE001
             interrupts.check()
-            raise CodegenError(f"TVM failed to compile the model: {_tvm_message(e2)}") from None
+            raise CodegenError(f"TVM failed to compile the model: {last_line(e2)}") from None
     return Compiled(executable, kernels, target)
 
 
@@ -113,7 +108,7 @@ def _unschedule_failures(kernels: list[Kernel], primfuncs: dict, target: Target,
             tvm.compile(tvm.IRModule({k.name: primfuncs[k.name]}), target=tgt)
         except Exception as e:  # noqa: BLE001
             interrupts.check()
-            warnings.warn(f"kernel {k.name}: scheduled code did not compile ({_tvm_message(e)}); "
+            warnings.warn(f"kernel {k.name}: scheduled code did not compile ({last_line(e)}); "
                           "using the unscheduled kernel", ScheduleWarning, stacklevel=3)
             primfuncs[k.name] = build_kernel(k, target, scheduled=False)
             replaced = True

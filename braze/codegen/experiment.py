@@ -19,10 +19,10 @@ import os
 import statistics
 from dataclasses import asdict, dataclass, field
 
-from ..errors import BrazeError, CodegenError, ScheduleError
+from ..errors import BrazeError, CodegenError, ScheduleError, last_line
 from ..runtime.threads import apply_threads, current_threads
 from ..targets import get_target
-from .isolate import build_alone, call, compile_alone, explicit_pin, first_line, kernel_inputs, max_error, timer
+from .isolate import build_alone, call, compile_alone, explicit_pin, kernel_inputs, max_error, timer
 from .kernel import Kernel, partition
 from .listing import KernelInfo, describe_kernel, fused, kernels, kernels_table, op_flops, params_text
 from .pins import check_pin, find_kernel, parse_variant
@@ -270,7 +270,7 @@ def run_variants(module, kernel: Kernel, target, variants: list[Variant], thread
     except BrazeError:
         raise
     except Exception as e:  # noqa: BLE001 -- TVM's errors
-        raise CodegenError(f"kernel {kernel.name}: the unscheduled kernel does not build ({first_line(e)})") from None
+        raise CodegenError(f"kernel {kernel.name}: the unscheduled kernel does not build ({last_line(e)})") from None
     results, timers = [], []
     for v in variants:
         say(f"building variant {v.label}")
@@ -314,7 +314,7 @@ def _prepare(kernel: Kernel, target, variant: Variant, arrays, reference, tolera
         lib = compile_alone(kernel, func, target)
         result.max_abs, result.max_rel = max_error(call(lib, kernel, arrays, packings), reference)
     except Exception as e:  # noqa: BLE001 -- a variant that fails is a finding, not a crash
-        result.error = first_line(e)
+        result.error = last_line(e)
         return result, None
     result.ok = result.max_rel <= tolerance
     if not result.ok:

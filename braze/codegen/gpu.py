@@ -27,7 +27,7 @@ import tvm
 from tvm import s_tir
 from tvm.s_tir import dlight as dl
 
-from ..errors import BrazeError, CodegenError
+from ..errors import BrazeError, CodegenError, last_line
 from ..ir import Module
 from ..targets import Target
 from . import interrupts
@@ -117,7 +117,7 @@ def build(module: Module, target: Target, on_group_failure=None):
     """Every kernel scheduled for the GPU, the model compiled with nvcc: a
     ``Compiled`` like the CPU build's. A fused group that cannot be scheduled
     goes to ``on_group_failure`` (split back) as on the CPU."""
-    from .build import Compiled, _tvm_message
+    from .build import Compiled
 
     tgt = tvm_target(target)
     while True:
@@ -130,7 +130,7 @@ def build(module: Module, target: Target, on_group_failure=None):
                 interrupts.check()
                 if isinstance(e, BrazeError) and not isinstance(e, CodegenError):
                     raise
-                error = CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {_tvm_message(e)}")
+                error = CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {last_line(e)}")
                 if k.group is None or on_group_failure is None:
                     raise error from None
                 on_group_failure(k, error)
@@ -144,7 +144,7 @@ def build(module: Module, target: Target, on_group_failure=None):
                 executable = tvm.compile(relax_mod, target=tgt, relax_pipeline=lowering_pipeline(tgt))
         except Exception as e:  # noqa: BLE001
             interrupts.check()
-            raise CodegenError(f"TVM failed to compile the model for {target.name}: {_tvm_message(e)}") from None
+            raise CodegenError(f"TVM failed to compile the model for {target.name}: {last_line(e)}") from None
     return Compiled(executable, kernels, target)
 
 

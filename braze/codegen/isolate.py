@@ -116,6 +116,3 @@ def max_error(got: list[np.ndarray], ref: list[np.ndarray]) -> tuple[float, floa
     return worst_abs, worst_rel
 
 
-def first_line(e: Exception) -> str:
-    lines = [l.strip() for l in str(e).strip().splitlines() if l.strip()]
-    return lines[-1] if lines else type(e).__name__

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import tvm
 
-from ..errors import TuningError
+from ..errors import TuningError, last_line
 
 #: Candidates per batch: one search, then as many builds and timed runs.
 BATCH = 32
@@ -79,11 +79,6 @@ def _clock(seconds: float) -> str:
 def mean(values) -> float:
     values = [float(v) for v in values or []]
     return sum(values) / len(values) if values else float("nan")
-
-
-def first_line(e: Exception) -> str:
-    lines = [line for line in str(e).strip().splitlines() if line.strip()]
-    return lines[-1] if lines else type(e).__name__
 
 
 class Session:
@@ -164,7 +159,7 @@ class Session:
         except Exception as e:  # noqa: BLE001 -- TVM's FFI turns a Ctrl-C inside its loop into RuntimeError
             if self.interrupted:
                 raise KeyboardInterrupt from None
-            raise TuningError(f"meta_schedule failed on kernel {name} ({first_line(e)}); "
+            raise TuningError(f"meta_schedule failed on kernel {name} ({last_line(e)}); "
                               "the records measured before it are kept") from None
 
 
@@ -208,7 +203,7 @@ def _builder():
                     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(b.mod)
                     results.append(BuilderResult(default_export(tvm.tirx.build(mod, b.target)), None))
                 except Exception as e:  # noqa: BLE001 -- a candidate TVM cannot build is a failed trial
-                    results.append(BuilderResult(None, f"{type(e).__name__}: {first_line(e)}"))
+                    results.append(BuilderResult(None, f"{type(e).__name__}: {last_line(e)}"))
             return results
 
     return InProcessBuilder()

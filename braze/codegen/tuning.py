@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 import tvm
 import tvm_ffi
 
-from ..errors import TuningError
+from ..errors import TuningError, last_line
 from ..ir.registry import Kind
 from .kernel import Kernel, primfunc
-from .search import Progress, Session, first_line, mean
+from .search import Progress, Session, mean
 from .target import tvm_target
 
 #: The files of a tuning database, in its folder (meta_schedule's JSON database).
@@ -136,7 +136,7 @@ class TuningDatabase:
         try:
             db = ms.database.JSONDatabase(work_dir=path, allow_missing=create, module_equality="structural")
         except Exception as e:  # noqa: BLE001 -- TVM's JSON reader raises RuntimeError/ValueError
-            raise TuningError(f"{path}: corrupt tuning database ({first_line(e)}); "
+            raise TuningError(f"{path}: corrupt tuning database ({last_line(e)}); "
                               "delete the folder and tune again") from None
         return TuningDatabase(path, db)
 
@@ -173,7 +173,7 @@ class TuningDatabase:
         except Exception as e:  # noqa: BLE001 -- e.g. a record from another TVM version: the rules instead
             from .schedules import ScheduleWarning
 
-            warnings.warn(f"kernel {kernel.name}: its record in {self.path} does not apply ({first_line(e)}); "
+            warnings.warn(f"kernel {kernel.name}: its record in {self.path} does not apply ({last_line(e)}); "
                           "using the rules (tune again with this TVM version)", ScheduleWarning, stacklevel=3)
             return None
         kernel.plain_layouts()

@@ -15,7 +15,7 @@ import time
 import numpy as np
 
 from .. import __version__
-from ..errors import ArtifactError, InputError
+from ..errors import ArtifactError, InputError, last_line
 from .quiet import tvm_scope_logs_filtered
 
 FORMAT = 1
@@ -100,7 +100,7 @@ class Artifact:
             library = tvm.runtime.load_module(self._lib_path)
         except Exception as e:
             raise ArtifactError(f"{self._lib_path}: the compiled library is corrupt and cannot be "
-                                f"loaded ({_first_line(e)}); rebuild it with `braze compile`") from None
+                                f"loaded ({last_line(e)}); rebuild it with `braze compile`") from None
         _LIBRARIES[key] = library
         return library
 
@@ -340,6 +340,3 @@ def cannot_run(manifest: dict) -> str | None:
     return f"built for target {target.get('name')} {problem}; {rebuild}"
 
 
-def _first_line(e: Exception) -> str:
-    lines = [l for l in str(e).splitlines() if l.strip()]
-    return lines[-1] if lines else type(e).__name__

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from tvm import s_tir, te
 
-from ...errors import BrazeError, ScheduleError
+from ...errors import BrazeError, ScheduleError, last_line
 from .. import interrupts
 from ..kernel import Kernel, compute
 from . import winograd  # noqa: F401,I001  (registered first: it takes the 3x3 convs it applies to from conv2d)
@@ -91,7 +91,7 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
         interrupts.check()
         if not choices and function is None:
             raise
-        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        reason = last_line(e)
         what = f"rule {_describe(choices)}" if function is None else f"function {describe(function)}"
         warnings.warn(f"kernel {kernel.name}: {what} failed ({reason}); "
                       "using the generic schedule", ScheduleWarning, stacklevel=2)

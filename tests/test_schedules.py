@@ -313,3 +313,13 @@ def test_softmax_edge_rows_match_onnxruntime():
     x[3, :16] = -1e30
     art = braze_compile(model, level=0)
     np.testing.assert_allclose(art.run({"x": x})["out"], run_ort(model, {"x": x})["out"], rtol=1e-5, atol=1e-6)
+
+
+def test_rules_are_tried_in_their_explicit_order_and_carry_their_grids():
+    """PRIORITY, not the import order, decides which rule takes an op; each
+    rule brings the tilings `braze schedule` tries."""
+    from braze.codegen.schedules import RULES
+    from braze.codegen.schedules.base import PRIORITY
+
+    assert tuple(RULES) == PRIORITY
+    assert all(rule.grid is not None for rule in RULES.values())

@@ -27,7 +27,7 @@ from .kernel import Kernel, partition
 from .listing import KernelInfo, describe_kernel, fused, kernels, kernels_table, op_flops, params_text
 from .pins import check_pin, find_kernel, parse_variant
 from .schedules import plan
-from .schedules.base import divisor_at_most, lanes
+from .schedules.base import halve_double
 from .schedules.user import describe
 
 #: a variant whose timed rounds add up to this many ms stops after MIN_ROUNDS
@@ -75,7 +75,7 @@ def candidates(kernel: Kernel, target) -> tuple[str, dict, list[dict]]:
     if not choices:
         return "", {}, []
     c = max(choices, key=lambda c: op_flops(kernel.ops[c.index]))
-    grid = _GRIDS.get(c.rule.name, _halve_double)(kernel.ops[c.index], target, c.params)
+    grid = (c.rule.grid or halve_double)(kernel.ops[c.index], target, c.params)
     alts = []
     for p in grid:
         full = {**c.params, **p}
@@ -83,50 +83,6 @@ def candidates(kernel: Kernel, target) -> tuple[str, dict, list[dict]]:
             alts.append(full)
     alts.sort(key=lambda p: (sum(p[k] != c.params[k] for k in p), [abs(p[k] - c.params[k]) for k in sorted(p)]))
     return c.rule.name, c.params, alts
-
-
-def _gemm_grid(op, target, defaults) -> list[dict]:
-    m, n = op.results[0].type.shape[-2], op.results[0].type.shape[-1]
-    v = lanes(target)
-    return [{"tile_m": min(tm, m), "tile_n": tn} for tm in (4, 8, 16) for tn in (v, 2 * v) if n % tn == 0]
-
-
-def _conv_grid(op, target, defaults) -> list[dict]:
-    k, ow = op.results[0].type.shape[1], op.results[0].type.shape[3]
-    v = lanes(target)
-    return [{"tile_k": tk, "tile_w": divisor_at_most(ow, b)} for tk in (v, 2 * v) if tk >= 4 and k % tk == 0
-            for b in (4, 8, 14)]
-
-
-def _depthwise_grid(op, target, defaults) -> list[dict]:
-    ow = op.results[0].type.shape[3]
-    return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
-
-
-def _pointwise_grid(op, target, defaults) -> list[dict]:
-    v, c = lanes(target), op.operands[1].type.shape[1]
-    grid = [{**defaults, "tile_m": tm, "tile_n": tn, "order": order}
-            for tn in (2 * v, v) for tm in (defaults["tile_m"], 4) for order in (1, 2)]
-    # K blocks of 256 input channels, four row tiles a task (cache blocking)
-    return grid + ([{**defaults, "order": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
-
-
-def _halve_double(op, target, defaults) -> list[dict]:
-    """A rule without a grid here: each integer parameter halved or doubled."""
-    return [{**defaults, key: f(value)} for key, value in defaults.items() if isinstance(value, int)
-            for f in (lambda x: max(1, x // 2), lambda x: 2 * x)]
-
-
-def _winograd_grid(op, target, defaults) -> list[dict]:
-    # tiles per row for the default tile size (4x4 outputs, or 2x2 on smaller maps)
-    k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // int(defaults.get("tile", 4)))
-    v = lanes(target)
-    return [{"tile_k": tk, "tile_t": divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
-            for b in (2, 4, 8)]
-
-
-_GRIDS = {"gemm": _gemm_grid, "conv2d": _conv_grid, "pointwise": _pointwise_grid, "depthwise": _depthwise_grid,
-          "winograd": _winograd_grid}
 
 
 def auto_variants(kernel: Kernel, target, count: int = 5) -> list[Variant]:

@@ -22,12 +22,17 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError, last_line
 from .. import interrupts
 from ..kernel import Kernel, compute
-from . import winograd  # noqa: F401,I001  (registered first: it takes the 3x3 convs it applies to from conv2d)
-from . import conv, gemm  # noqa: F401  (register the rules)
-from .base import RULES, Rule, Schedule, anchors, attach_to_consumers, inline, schedule_generic
+from . import conv, gemm, winograd  # noqa: F401  (register the rules)
+from .base import PRIORITY, RULES, Rule, Schedule, anchors, attach_to_consumers, inline, schedule_generic
 from .user import describe, schedule_with
 
 __all__ = ["RULES", "Rule", "Choice", "plan", "schedule_kernel", "ScheduleWarning"]
+
+
+if set(RULES) != set(PRIORITY):
+    raise AssertionError(f"rules {sorted(set(RULES) ^ set(PRIORITY))} are registered but not in PRIORITY, or the reverse")
+for _name in PRIORITY:  # tried in PRIORITY's order, whatever the import order
+    RULES[_name] = RULES.pop(_name)
 
 
 class ScheduleWarning(UserWarning):

@@ -53,7 +53,22 @@ class Rule:
     profitable: Callable | None = None
     #: ``lower(op, params)``: the op's lowering in this kernel (see above)
     lower: Callable | None = None
+    #: ``grid(op, target, defaults)``: the alternative params ``braze schedule``
+    #: tries around the defaults (default: each integer halved and doubled)
+    grid: Callable | None = None
 
+
+def halve_double(op, target, defaults) -> list[dict]:
+    """A rule's grid when it has none: each integer parameter halved or doubled."""
+    return [{**defaults, key: f(value)} for key, value in defaults.items() if isinstance(value, int)
+            for f in (lambda x: max(1, x // 2), lambda x: 2 * x)]
+
+
+#: The order the rules are tried in for an anchor op; the first that applies
+#: (and is profitable) takes it: winograd before conv2d (it takes the 3x3
+#: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv), and
+#: depthwise after it (the grouped convs whose groups conv2d's blocks do not fit).
+PRIORITY = ("winograd", "pointwise", "conv2d", "depthwise", "gemm")
 
 RULES: dict[str, Rule] = {}
 

@@ -433,9 +433,31 @@ def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
         sch.vectorize(last)
 
 
+# -- each rule's grid: the alternatives `braze schedule` tries around its defaults ----------------
+
+def conv_grid(op, target, defaults) -> list[dict]:
+    k, ow = op.results[0].type.shape[1], op.results[0].type.shape[3]
+    v = lanes(target)
+    return [{"tile_k": tk, "tile_w": divisor_at_most(ow, b)} for tk in (v, 2 * v) if tk >= 4 and k % tk == 0
+            for b in (4, 8, 14)]
+
+
+def dw_grid(op, target, defaults) -> list[dict]:
+    ow = op.results[0].type.shape[3]
+    return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
+
+
+def pw_grid(op, target, defaults) -> list[dict]:
+    v, c = lanes(target), op.operands[1].type.shape[1]
+    grid = [{**defaults, "tile_m": tm, "tile_n": tn, "order": order}
+            for tn in (2 * v, v) for tm in (defaults["tile_m"], 4) for order in (1, 2)]
+    # K blocks of 256 input channels, four row tiles a task (cache blocking)
+    return grid + ([{**defaults, "order": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
+
+
 register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",
-              pw_applies, pw_defaults, pw_apply, pw_packings, lower=pw_lower))
+              pw_applies, pw_defaults, pw_apply, pw_packings, lower=pw_lower, grid=pw_grid))
 register(Rule("conv2d", ("nn.conv",), "NCHW convolution vectorized over output channels, packed weights",
-              conv_applies, conv_defaults, conv_apply, conv_packings))
+              conv_applies, conv_defaults, conv_apply, conv_packings, grid=conv_grid))
 register(Rule("depthwise", ("nn.conv",), "depthwise convolution vectorized along the output row",
-              dw_applies, dw_defaults, dw_apply))
+              dw_applies, dw_defaults, dw_apply, grid=dw_grid))

@@ -136,4 +136,11 @@ def apply(sch, block, op, target, params) -> set[str]:
     return handled
 
 
-register(Rule("gemm", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare))
+def grid(op, target, defaults) -> list[dict]:
+    m, n = op.results[0].type.shape[-2], op.results[0].type.shape[-1]
+    v = lanes(target)
+    return [{"tile_m": min(tm, m), "tile_n": tn} for tm in (4, 8, 16) for tn in (v, 2 * v) if n % tn == 0]
+
+
+register(Rule("gemm", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare,
+              grid=grid))

@@ -302,5 +302,13 @@ def _vector_split(sch, loop, v):
     return None, loop
 
 
+def grid(op, target, defaults) -> list[dict]:
+    # tiles per row for the default tile size (4x4 outputs, or 2x2 on smaller maps)
+    k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // int(defaults.get("tile", 4)))
+    v = lanes(target)
+    return [{"tile_k": tk, "tile_t": divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
+            for b in (2, 4, 8)]
+
+
 register(Rule("winograd", ("nn.conv",), "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "
-              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering))
+              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering, grid=grid))

@@ -123,7 +123,7 @@ def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflop
 def gemm_figures(artifact, inputs: dict, peak_gflops: float | None, repeat: int = 5) -> dict:
     """Per-kernel times (VM instrumentation) of the kernels whose anchor is
     a matmul or a conv: their total, GFLOP/s and share of the run."""
-    from braze.codegen.experiment import kernels
+    from braze.tools.experiment import kernels
     from braze.measure import profile
 
     times = dict(profile(artifact, inputs, repeat=repeat))

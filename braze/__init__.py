@@ -19,7 +19,7 @@ and for the compiler's insides::
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402,F401
 
 from .errors import BrazeError  # noqa: E402
 
@@ -60,7 +60,7 @@ def __getattr__(name):  # lazy, so that `import braze` stays light
 
         return PassManager
     if name in ("kernels", "schedule_variants"):  # schedule experiments (docs/performance.md)
-        from .codegen import experiment
+        from .tools import experiment
 
         return getattr(experiment, name)
     raise AttributeError(name)

@@ -17,7 +17,7 @@ import time
 import warnings
 from collections import Counter
 
-from . import __version__
+from .version import __version__
 from .errors import BrazeError, BrazeWarning, InputError, first_line
 
 
@@ -92,8 +92,10 @@ def cmd_import(args) -> int:
 
 
 def cmd_opt(args) -> int:
+    from .frontend.registry import supported_op_types
     from .passes import PassManager
 
+    supported_op_types()  # the ONNX op types a manual rule in the pipeline may name
     pm = PassManager.parse(args.pipeline, print_ir_after_all=args.print_ir_after_all, out=sys.stderr)
     module = read_ir(args.input, args.weights)
     pm.run(module)
@@ -314,7 +316,7 @@ def cmd_bench(args) -> int:
 
     from .measure import bench
     from .runtime import load
-    from .runtime.threads import spin_count
+    from .threads import spin_count
 
     if args.spin is not None:
         spin_count(args.spin)  # a typo fails now, not after a long compile
@@ -335,7 +337,7 @@ def cmd_bench(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from .codegen.tuning import tune
+    from .tools.tune import tune
 
     say = _progress(not args.quiet)
     kernels = tuple(x.strip() for v in args.kernels or [] for x in v.split(",") if x.strip())
@@ -401,7 +403,7 @@ def _onnxruntime_profile(args, artifact, inputs):
     import onnx
 
     from .measure import attribute_nodes, profile_onnxruntime
-    from .runtime.threads import current_threads
+    from .threads import current_threads
 
     try:
         model = onnx.load(args.onnx, load_external_data=False)
@@ -417,7 +419,7 @@ def _onnxruntime_profile(args, artifact, inputs):
 
 
 def cmd_kernels(args) -> int:
-    from .codegen.experiment import kernels, kernels_table
+    from .tools.experiment import kernels, kernels_table
 
     found = kernels(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, args.threads)
     if args.sort != "order":
@@ -430,7 +432,7 @@ def cmd_kernels(args) -> int:
 
 
 def cmd_schedule(args) -> int:
-    from .codegen.experiment import schedule_variants
+    from .tools.experiment import schedule_variants
     from .codegen.pins import parse_params, write_pins
 
     variants = None

@@ -6,7 +6,7 @@ import dataclasses
 import os
 import time
 
-from . import __version__
+from .version import __version__
 from .ir import print_module
 from .passes import PassManager
 from .runtime import cache as runtime_cache

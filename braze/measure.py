@@ -173,7 +173,7 @@ class BenchResult:
 
     timing: Timing
     host: dict
-    spin: int  # the braze workers' spin count (braze.runtime.threads)
+    spin: int  # the braze workers' spin count (braze.threads)
 
     @property
     def braze_ms(self) -> float:
@@ -242,7 +242,7 @@ def bench(artifact_path: str, onnx_path: str, inputs: dict, threads: int, repeat
     threads, each timed alone (``time_alone``): ``repeat`` timed calls per
     engine over ``phases`` phases. ``self_check`` adds a second worker of
     each engine, timed in the same rotation, as the method's control."""
-    from .runtime.threads import current_spin, spin_count
+    from .threads import current_spin, spin_count
     from .targets.detect import describe_host
     from .timing import Engine, time_alone
 

@@ -65,7 +65,7 @@ PROBE_S = 0.5
 class Engine:
     """What one worker runs: ``kind`` is ``braze`` (``source`` an artifact
     folder) or ``onnxruntime`` (``source`` an .onnx file). ``spin`` sets a
-    braze worker's idle spin (braze.runtime.threads)."""
+    braze worker's idle spin (braze.threads)."""
 
     kind: str
     source: str

@@ -219,10 +219,10 @@ def test_depthwise_edges(c, hw, stride):
 def test_depthwise_stride_two_rows_are_shuffled(hw, shuffles):
     """A stride-2 depthwise conv splits its input rows into phases with
     vector loads and shuffles (no per-lane gather), where the width is even."""
-    from braze.codegen.experiment import find_kernel
-    from braze.codegen.isolate import build_alone
+    from braze.tools.experiment import find_kernel
+    from braze.tools.isolate import build_alone
     from braze.codegen.kernel import partition
-    from braze.codegen.listing import fused
+    from braze.tools.listing import fused
     from braze.targets import get_target
 
     kernel = find_kernel(partition(fused(_depthwise(4, hw, 2)).main), "k0")

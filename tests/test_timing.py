@@ -14,7 +14,7 @@ import pytest
 
 from braze.compiler import compile as braze_compile
 from braze.errors import RuntimeOptionError
-from braze.runtime.threads import spin_count
+from braze.threads import spin_count
 from braze.timing import cpu_seconds, wait_idle
 from models import DATA, tiny
 

@@ -36,7 +36,7 @@ def mlp(path, m=32, k=64, n=64, layers=1, seed=0):
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
     """A one-kernel model (level 1: matmul + bias + ReLU) tuned with 4 trials."""
-    from braze.codegen.tuning import tune
+    from braze.tools.tune import tune
 
     root = tmp_path_factory.mktemp("tuning")
     model, db = mlp(root / "mlp.onnx"), str(root / "db")

@@ -1,6 +1,6 @@
 """IR -> TVM: lowerings, kernels, Relax assembly, build. Imports tvm."""
 
-from ..runtime import threads  # noqa: F401  (must run before tvm starts its pool)
+from .. import threads  # noqa: F401  (must run before tvm starts its pool)
 from .build import Compiled, build
 
 __all__ = ["Compiled", "build"]

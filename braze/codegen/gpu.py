@@ -244,9 +244,8 @@ def load_cuda_runtime() -> None:
 
 def _stub_driver() -> Path:
     """The stub ``libcuda.so.1``, compiled once into braze's cache folder."""
-    from ..runtime.cache import cache_dir
-
-    folder = Path(cache_dir() or os.path.join(os.path.expanduser("~"), ".cache", "braze")) / "cuda-stub"
+    folder = Path(os.environ.get("BRAZE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "braze")) \
+        / "cuda-stub"
     lib = folder / "libcuda.so.1"
     if lib.is_file():
         return lib

@@ -1,7 +1,7 @@
 """Tuning kernels with TVM's meta_schedule, and compiling with what it found.
 
-``tune`` (a model's kernels) and ``tune_workloads`` (given kernels) search
-schedules and record the measured ones in a tuning database: a folder
+``tune_workloads`` (given kernels; ``braze.tools.tune.tune`` finds a model's)
+searches schedules and records the measured ones in a tuning database: a folder
 holding meta_schedule's two JSON files. ``TuningDatabase.schedule(kernel,
 target)`` gives a kernel the best recorded schedule, or None when the
 database has no record for it; ``build`` asks it for every kernel before the
@@ -21,7 +21,7 @@ import hashlib
 import os
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import tvm
 import tvm_ffi
@@ -252,52 +252,3 @@ def tune_workloads(tasks: list[Task], target, db_path: str, trials: int = 64, pr
     return results
 
 
-# --- a model's kernels --------------------------------------------------------------------------
-@dataclass
-class TuneReport:
-    db: str
-    level: int
-    trials: int
-    results: list[TaskResult] = field(default_factory=list)
-    skipped: list[tuple[str, str]] = field(default_factory=list)
-    seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {"db": self.db, "level": self.level, "trials": self.trials, "seconds": round(self.seconds, 1),
-                "tasks": [r.to_dict() for r in self.results],
-                "skipped": [{"kernel": k, "reason": why} for k, why in self.skipped]}
-
-    def table(self) -> str:
-        lines = [f"{'kernel':<40} {'shared':>6} {'MFLOP':>9} {'trials':>6} {'best ms':>9} {'GFLOP/s':>8}"]
-        for r in self.results:
-            best = f"{r.best_ms:9.4f}" if r.best_ms else f"{'-':>9}"
-            rate = f"{r.flops / r.best_ms / 1e6:8.1f}" if r.best_ms and r.flops else f"{'-':>8}"
-            lines.append(f"{r.kernels[0]:<40} {len(r.kernels):>6} {r.flops / 1e6:9.2f} {r.trials:>6} {best} {rate}"
-                         + (f"  ({r.skipped})" if r.skipped else ""))
-        lines.append(f"\n{len(self.results)} workloads ({sum(len(r.kernels) for r in self.results)} kernels) "
-                     f"in {self.db}; {len(self.skipped)} kernels left to the rules; {self.seconds:.0f}s")
-        return "\n".join(lines)
-
-
-def tune(model, db: str, level: int = 2, trials: int = 64, kernels=(), everything: bool = False, fusion=None,
-         input_shapes=None, target="cpu", threads: int | None = None, progress=None, say=None,
-         seed: int | None = None) -> TuneReport:
-    """Tune an ONNX model's kernels (as ``compile`` at ``level`` with the
-    same fusion controls would build them) into the database folder ``db``;
-    ``braze.compile(model, level=level, tuning_db=db)`` then uses the records.
-    ``say(message)`` is told each step, ``progress(Progress)`` each measured batch."""
-    from ..compiler import fuse_only
-    from ..targets import get_target
-    from .kernel import partition
-
-    say = say or (lambda message: None)
-    started = time.perf_counter()
-    tgt = get_target(target, threads)
-    say(f"importing and fusing at level {level}")
-    module, _ = fuse_only(model, level, fusion, input_shapes, target)
-    found = partition(module.main)
-    tasks, skipped = find_tasks(found, kernels, everything)
-    say(f"{len(found)} kernels: {len(tasks)} workloads to tune ({sum(len(t.kernels) for t in tasks)} kernels), "
-        f"{len(skipped)} left to the rules; up to {trials} trials each, {tgt.num_cores} thread(s), into {db}")
-    results = tune_workloads(tasks, tgt, db, trials, progress, seed)
-    return TuneReport(os.path.abspath(db), level, trials, results, skipped, time.perf_counter() - started)

@@ -16,11 +16,15 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..ir.registry import declare_source_op_types
+
 # op type -> sorted list of (since_version, converter)
 CONVERTERS: dict[str, list[tuple[int, Callable]]] = {}
 
 
 def converter(*op_types: str, since: int = 1):
+    declare_source_op_types(*op_types)  # what manual fusion rules may name (braze.ir.registry)
+
     def decorate(fn: Callable) -> Callable:
         for op_type in op_types:
             table = CONVERTERS.setdefault(op_type, [])

@@ -225,6 +225,21 @@ def all_ops() -> dict[str, OpDef]:
     return dict(sorted(REGISTRY.items()))
 
 
+#: Op types of the source formats the importers read (ONNX's), as the
+#: importers declare them (``declare_source_op_types``) when they load: what
+#: the fusion pass accepts in a manual rule's pattern besides braze op names.
+_SOURCE_OP_TYPES: set[str] = set()
+
+
+def declare_source_op_types(*names: str) -> None:
+    _SOURCE_OP_TYPES.update(names)
+
+
+def source_op_types() -> frozenset[str]:
+    """The importers' op types declared so far (none until an importer is loaded)."""
+    return frozenset(_SOURCE_OP_TYPES)
+
+
 def _load_ops() -> None:
     from . import ops  # noqa: F401  (registers every op on first import)
 

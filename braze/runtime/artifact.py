@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..errors import ArtifactError, InputError, last_line
 from .quiet import tvm_scope_logs_filtered
 
@@ -64,7 +64,7 @@ class Artifact:
             import tvm
             from tvm import relax
 
-            from .threads import apply_threads, note_pool_started
+            from ..threads import apply_threads, note_pool_started
 
             apply_threads(self.manifest.get("threads"))
             note_pool_started()
@@ -248,10 +248,10 @@ def load(path: str, check_target: bool = True, spin=None) -> Artifact:
 
     ``spin`` (``"off"``, ``"short"`` (braze's default), ``"long"`` or a count):
     how long TVM's idle workers keep spinning after each kernel; one setting
-    per process, chosen before its first run (braze.runtime.threads)."""
+    per process, chosen before its first run (braze.threads)."""
     path = os.fspath(path)
     if spin is not None:
-        from .threads import set_spin
+        from ..threads import set_spin
 
         set_spin(spin)
     if not os.path.isdir(path):

@@ -28,6 +28,7 @@ from typing import ClassVar, Iterator
 
 from ...errors import FusionRuleError
 from ...ir import Operation, lookup
+from ...ir.registry import source_op_types
 from .graph import Graph, node_name
 from .planner import Planner
 
@@ -123,11 +124,9 @@ def _extend(pattern: tuple[PatternNode, ...], graph: Graph, bound: list[int]) ->
 def _known_type(op_type: str, graph: Graph) -> bool:
     if lookup(op_type) is not None or any(matches_type(op, op_type) for op in graph.ops):
         return True
-    # Not in this graph: is it an ONNX op type at all? The importer's
-    # converter table is the list braze knows (loaded only on this path).
-    from ...frontend.registry import supported_op_types
-
-    return op_type in supported_op_types()
+    # Not in this graph: is it an ONNX op type at all? The importer declares
+    # the ones it converts when it loads (a compile, `braze explain`, `braze opt`).
+    return op_type in source_op_types()
 
 
 # --- loading -------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 
-from ..errors import RuntimeOptionError
+from .errors import RuntimeOptionError
 
 os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
 

@@ -20,15 +20,15 @@ import statistics
 from dataclasses import asdict, dataclass, field
 
 from ..errors import BrazeError, CodegenError, ScheduleError, last_line
-from ..runtime.threads import apply_threads, current_threads
+from ..threads import apply_threads, current_threads
 from ..targets import get_target
 from .isolate import build_alone, call, compile_alone, explicit_pin, kernel_inputs, max_error, timer
-from .kernel import Kernel, partition
+from ..codegen.kernel import Kernel, partition
 from .listing import KernelInfo, describe_kernel, fused, kernels, kernels_table, op_flops, params_text
-from .pins import check_pin, find_kernel, parse_variant
-from .schedules import plan
-from .schedules.base import halve_double
-from .schedules.user import describe
+from ..codegen.pins import check_pin, find_kernel, parse_variant
+from ..codegen.schedules import plan
+from ..codegen.schedules.base import halve_double
+from ..codegen.schedules.user import describe
 
 #: a variant whose timed rounds add up to this many ms stops after MIN_ROUNDS
 SLOW_MS, MIN_ROUNDS = 2000.0, 3

@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass
 from ..ir.registry import Kind, lookup
 from ..targets import Target, get_target
 from ..targets.roofline import CUBE_OPS, gemm_shape
-from .kernel import Kernel, partition
-from .pins import rules_for
-from .schedules import plan
+from ..codegen.kernel import Kernel, partition
+from ..codegen.pins import rules_for
+from ..codegen.schedules import plan
 
 
 @dataclass

@@ -16,8 +16,8 @@ import numpy as np
 
 from ..errors import ScheduleError
 from ..ir import const_array
-from .kernel import TVM_DTYPES, Kernel
-from .schedules import RULES, ScheduleWarning
+from ..codegen.kernel import TVM_DTYPES, Kernel
+from ..codegen.schedules import RULES, ScheduleWarning
 
 #: a timed round lasts at least this long (a short kernel runs several times)
 MIN_REPEAT_MS = 20
@@ -25,7 +25,7 @@ MIN_REPEAT_MS = 20
 
 def build_alone(kernel: Kernel, target, pins) -> tuple[object, str]:
     """(PrimFunc, why the schedule fell back to generic or ""); pins None: unscheduled."""
-    from .build import build_kernel
+    from ..codegen.build import build_kernel
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", ScheduleWarning)
@@ -50,7 +50,7 @@ def explicit_pin(kernel: Kernel) -> dict:
 def compile_alone(kernel: Kernel, func, target):
     import tvm
 
-    from .target import tvm_target
+    from ..codegen.target import tvm_target
 
     return tvm.compile(tvm.IRModule({kernel.name: func}), target=tvm_target(target)).jit()
 

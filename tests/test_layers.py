@@ -1,0 +1,116 @@
+"""braze's layers point only down (docs/architecture in README's "Layout").
+
+Each module of ``braze`` belongs to a layer; it may import its own package
+and any layer below its own. Two layers hold sibling packages that must not
+import each other (``frontend`` and ``passes``: fusion must not need the
+importer). onnx, onnxruntime and tvm are imported only where listed.
+"""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent / "braze"
+
+#: Lowest first. A layer is (names of top-level modules or packages, open):
+#: in an open layer its members may import each other.
+LAYERS = [
+    ({"errors", "threads", "version"}, True),  # threads: TVM's pool settings, set before tvm loads
+    ({"ir"}, True),
+    ({"frontend", "passes"}, False),
+    ({"targets"}, True),
+    ({"codegen"}, True),
+    ({"runtime"}, True),
+    ({"compiler"}, True),
+    ({"tools", "measure", "timing", "session", "backend"}, True),
+    ({"cli", "__init__", "__main__"}, True),
+]
+
+#: Where each heavy third-party library may be imported (top-level names).
+LIBRARIES = {
+    "tvm": {"threads", "targets", "codegen", "runtime", "tools", "measure", "timing"},  # targets: LLVM's host CPU
+    "tvm_ffi": {"codegen", "runtime"},
+    "onnx": {"frontend", "backend", "tools", "measure", "cli"},
+    "onnxruntime": {"measure", "tools"},
+}
+
+
+def _layer(top: str) -> int:
+    return next(i for i, (names, _) in enumerate(LAYERS) if top in names)
+
+
+def _modules():
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        package = parts if parts[-1] == "__init__" else parts[:-1]
+        if parts[-1] == "__init__":
+            package = parts[:-1]
+        yield path, parts, package
+
+
+def _imports(path: Path, package: list[str]):
+    """(line, braze module as a list of names, or None; third-party top name or None)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                names = base + (node.module.split(".") if node.module else [])
+                if node.module is None:
+                    for alias in node.names:
+                        yield node.lineno, base + [alias.name], None
+                else:
+                    yield node.lineno, names, None
+            elif node.module and node.module.split(".")[0] == "braze":
+                yield node.lineno, node.module.split(".")[1:], None
+            elif node.module:
+                yield node.lineno, None, node.module.split(".")[0]
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                top = alias.name.split(".")[0]
+                if top == "braze":
+                    yield node.lineno, alias.name.split(".")[1:], None
+                else:
+                    yield node.lineno, None, top
+
+
+def _top(parts: list[str]) -> str:
+    """The top-level module or package; a name that is neither (``from . import
+    __version__``) is an attribute of braze's ``__init__``."""
+    if not parts or not ((ROOT / parts[0]).is_dir() or (ROOT / f"{parts[0]}.py").is_file()):
+        return "__init__"
+    return parts[0]
+
+
+def test_every_module_has_a_layer():
+    tops = {_top(parts) for _, parts, _ in _modules()} - {"data"}
+    assert not {t for t in tops if not any(t in names for names, _ in LAYERS)}
+
+
+def test_imports_point_down():
+    upward = []
+    for path, parts, package in _modules():
+        ours = _top(parts)
+        for line, target, _ in _imports(path, package):
+            if not target:
+                continue
+            theirs = _top(target)
+            i, j = _layer(ours), _layer(theirs)
+            if j > i or (j == i and ours != theirs and not LAYERS[i][1]):
+                upward.append(f"braze/{path.relative_to(ROOT)}:{line} imports braze.{'.'.join(target)}")
+    assert not upward, "imports that point up a layer:\n" + "\n".join(upward)
+
+
+def test_heavy_libraries_stay_where_they_belong():
+    misplaced = []
+    for path, parts, package in _modules():
+        for line, _, library in _imports(path, package):
+            if library in LIBRARIES and _top(parts) not in LIBRARIES[library]:
+                misplaced.append(f"braze/{path.relative_to(ROOT)}:{line} imports {library}")
+    assert not misplaced, "\n".join(misplaced)
+
+
+def test_the_checker_sees_an_upward_import(tmp_path):
+    """The check itself: a codegen module importing the compiler is caught."""
+    (tmp_path / "bad.py").write_text("from ..compiler import compile\nimport onnx\n")
+    found = list(_imports(tmp_path / "bad.py", ["codegen"]))
+    assert (1, ["compiler"], None) in found and (2, None, "onnx") in found
+    assert _layer(_top(["compiler"])) > _layer("codegen")

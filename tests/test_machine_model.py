@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from braze.codegen.schedules import conv, gemm, winograd
+from braze.codegen.schedules import conv, gemm, pointwise, winograd
 from braze.codegen.schedules.base import accumulators, lanes, min_accumulators, pick_tile, registers
 from braze.compiler import compile as braze_compile
 from braze.ir import Module
@@ -106,8 +106,8 @@ def test_pointwise_tiles_fit_the_registers(isa, hw, k, stride):
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1], strides=[stride, stride])],
                    [("x", [1, 64, stride * hw, stride * hw])], ["out"], {"w": _w(k, 64, 1, 1)})
     op = _anchor(model, "nn.conv")
-    assert conv.pw_applies(op, None, target)
-    p = conv.pw_defaults(op, None, target)
+    assert pointwise.pw_applies(op, None, target)
+    p = pointwise.pw_defaults(op, None, target)
     v = lanes(target)
     assert p["tile_n"] == 2 * v
     assert p["tile_m"] * 2 + 2 + 2 <= registers(target)

@@ -8,7 +8,7 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: gemm.py, conv.py (dense and depthwise), winograd.py, and base.py's
+One file per rule: gemm.py, conv.py (conv2d), pointwise.py, depthwise.py, winograd.py, and base.py's
 generic schedule for everything else. ``RULES`` lists them.
 """
 
@@ -22,7 +22,7 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError, last_line
 from .. import interrupts
 from ..kernel import Kernel, compute
-from . import conv, gemm, winograd  # noqa: F401  (register the rules)
+from . import conv, depthwise, gemm, pointwise, winograd  # noqa: F401  (register the rules)
 from .base import PRIORITY, RULES, Rule, Schedule, anchors, attach_to_consumers, inline, schedule_generic
 from .user import describe, schedule_with
 

@@ -1,0 +1,103 @@
+"""Depthwise convolutions vectorized over the output row (``depthwise``).
+
+``depthwise`` (one input channel per output channel, or any grouped conv
+whose groups are too narrow for conv2d's channel blocks): each task
+computes one channel: it pads that channel's plane(s) (in cache), then each
+output row segment of ``tile_w`` columns, the R x S taps unrolled,
+vectorized along the row.
+"""
+
+from __future__ import annotations
+
+from ...ir.registry import lookup
+from .base import Rule, blocks_under, divisor_at_most, extent, lanes, register
+from .conv import _group, _is_2d_f32, _tile_epilogue
+from .intrinsics import deinterleave
+
+
+# -- depthwise -----------------------------------------------------------------------------------
+
+def dw_applies(op, kernel, target) -> bool:
+    """Depthwise, and any grouped conv that conv2d's channel blocks do not
+    fit (fewer output channels per group than a vector: each output
+    channel is then a task of its own, vectorized along the row)."""
+    return _is_2d_f32(op) and _group(op) > 1
+
+
+def dw_defaults(op, kernel, target) -> dict | None:
+    ow = op.results[0].type.shape[3]
+    return {"tile_w": ow if ow <= 64 else divisor_at_most(ow, 64)}
+
+
+def dw_apply(sch, block, op, target, params) -> set[str]:
+    tile_w = int(params["tile_w"])
+    v = lanes(target)
+    n, k, h, w, rc, rh, rw = sch.get_loops(block)
+    wo, wi = sch.split(w, [None, tile_w])
+    sch.reorder(n, k, h, wo, rc, rh, rw, wi)
+    _tile_epilogue(sch, block, wo, v)
+    sch.unroll(rh)
+    sch.unroll(rw)
+    sch.vectorize(wi)
+    outer = sch.fuse(n, k)
+    sch.parallel(outer)
+    # pad each channel's plane where it is used, while it is in cache
+    stride = int(lookup(op.name).normalize_attrs(op.attributes)["strides"][-1])
+    for producer in sch.get_producers(block):
+        if sch.get(producer).name_hint.startswith("conv_pad") and len(sch.get_consumers(producer)) == 1:
+            _pad_plane(sch, producer, outer, stride, v)
+    sch.decompose_reduction(block, rc)
+    for b in sch.get_child_blocks(outer):
+        if sch.get(b).name_hint.endswith("_init"):
+            sch.vectorize(sch.get_loops(b)[-1])
+    return blocks_under(sch, outer)
+
+
+
+def _phases(stride: int):
+    """A row's layout split into its ``stride`` phases: column ``w`` at
+    ``[w % stride, w // stride]``, so that a strided row of taps (or of
+    inputs) reads contiguously."""
+    return lambda n_, c_, h_, w_: (n_, c_, h_, w_ % stride, w_ // stride)
+
+
+def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
+    """Pad one channel's plane per task (``outer``). With a stride, the
+    padded plane is stored by stride phases, and the input rows are first
+    split into their phases by a copy that loads whole vectors and shuffles
+    them (the ``deinterleave`` intrinsic; a strided read would be a gather,
+    one scalar load per lane, 2-3 cycles per element and most of the
+    kernel's time); the padding then copies contiguous runs."""
+    width = int(sch.get(pad).iter_vars[-1].dom.extent)
+    source = sch.get(pad).reads[0].source
+    phased = stride > 1 and width % stride == 0
+    if phased:
+        sch.transform_layout(pad, ("write", 0), _phases(stride))
+        # iterated in that order: contiguous writes, not a scatter
+        sch.transform_block_layout(pad, _phases(stride))
+    sch.compute_at(pad, outer)
+    if phased and len(source.shape) == 4 and int(source.shape[-1]) % stride == 0:
+        split = sch.cache_read(pad, 0, "global", consumer_blocks=[pad])
+        sch.transform_layout(split, ("write", 0), _phases(stride))
+        sch.transform_block_layout(split, _phases(stride))
+        sch.compute_at(split, outer)
+        *_, phase, q = sch.get_loops(split)
+        run = divisor_at_most(extent(sch, q), 2 * v)
+        q_outer, q_inner = sch.split(q, [None, run])
+        sch.reorder(q_outer, phase, q_inner)
+        sch.tensorize(phase, deinterleave(stride, run, str(source.dtype)))
+        # one phase at a time: its reads of the split rows are then contiguous
+        sch.unroll(sch.get_loops(pad)[-2])
+    last = sch.get_loops(pad)[-1]
+    if extent(sch, last) > 1:
+        sch.vectorize(last)
+
+
+def dw_grid(op, target, defaults) -> list[dict]:
+    ow = op.results[0].type.shape[3]
+    return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
+
+
+
+register(Rule("depthwise", ("nn.conv",), "depthwise convolution vectorized along the output row",
+              dw_applies, dw_defaults, dw_apply, grid=dw_grid))

@@ -1,0 +1,169 @@
+"""Commands that fuse, plan and build: compile, explain, kernels, schedule, tune."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .common import (Command, _progress, _stop_if_interrupted, _write_text, atomic, compile_from_args, compile_options,
+                     fusion_from_args, positive_int, schedule_pins, tuning_db_option)
+
+
+def cmd_compile(args) -> int:
+    from ..runtime.artifact import check_output_path
+
+    check_output_path(os.path.abspath(args.output))  # before a long compile, not after
+    artifact = compile_from_args(args)
+    _stop_if_interrupted()
+    path = artifact.save(args.output)
+    m = artifact.manifest
+    print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")
+    if args.fusion_result:
+        from ..passes.fusion.explain import fusion_result
+
+        result = fusion_result(m.get("fusion"), m["model"])
+        with atomic(args.fusion_result, "w") as f:
+            json.dump(result, f, indent=1)
+        print(f"wrote {args.fusion_result}: match_times and effect_times of "
+              f"{len(result[m['model']]['graph_fusion'])} rules")
+    if m.get("estimate"):
+        print(f"estimated {m['estimate']['total_us']:.2f} us on {m['estimate']['target']} (roofline; docs/targets.md)")
+    return 0
+
+
+def _compile_arguments(s) -> None:
+    compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)
+    s.add_argument("-o", "--output", required=True, help="artifact folder, e.g. model.braze")
+    s.add_argument("--fusion-result", metavar="FILE.json",
+                   help="also write per-rule match_times/effect_times, as the Ascend graph engine's fusion_result.json")
+
+
+def cmd_explain(args) -> int:
+    from ..compiler import fuse_only
+
+    module, report = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target)
+    if args.dot or args.html:
+        from ..passes.fusion import draw
+
+        if args.dot:
+            _write_text(args.dot, draw.to_dot(module))
+        if args.html:
+            _write_text(args.html, draw.to_html(module, report))
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.table())
+    return 0
+
+
+def _explain_arguments(s) -> None:
+    compile_options(s)
+    s.add_argument("--json", action="store_true", help="the record as JSON (stable keys)")
+    s.add_argument("--dot", metavar="FILE", help="write the fused graph as Graphviz DOT")
+    s.add_argument("--html", metavar="FILE", help="write the fused graph as a self-contained HTML page")
+
+
+def cmd_kernels(args) -> int:
+    from ..tools.experiment import kernels, kernels_table
+
+    found = kernels(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, args.threads)
+    if args.sort != "order":
+        found = sorted(found, key=lambda k: -getattr(k, args.sort))
+    if args.json:
+        print(json.dumps([k.to_dict() for k in found], indent=2))
+    else:
+        print(kernels_table(found))
+    return 0
+
+
+def _kernels_arguments(s) -> None:
+    compile_options(s, model_help="ONNX file (fused and planned, not built) or artifact folder")
+    s.add_argument("--sort", choices=("order", "flops", "bytes"), default="order",
+                   help="list order (default: execution order)")
+    s.add_argument("--json", action="store_true", help="a list of {name, ops, kind, anchor, inputs, outputs, "
+                   "schedule, schedule_params, flops, bytes, ...}")
+
+
+def cmd_schedule(args) -> int:
+    from ..codegen.pins import parse_params, write_pins
+    from ..tools.experiment import schedule_variants
+
+    variants = None
+    if args.rule or args.param or args.schedule_fn:
+        variants = []
+        if args.rule or args.param:
+            variants.append({"rule": args.rule, "params": parse_params(args.param)})
+        if args.schedule_fn:
+            variants.append({"function": args.schedule_fn})
+    experiment = schedule_variants(args.model, args.kernel, variants, count=args.variants, level=args.level,
+                                  fusion=fusion_from_args(args), input_shapes=args.input_shape,
+                                  target=args.target, threads=args.threads, repeat=args.repeat,
+                                  tolerance=args.tolerance, progress=_progress(not args.quiet))
+    if args.pin and experiment.fastest:
+        write_pins(args.pin, experiment.pins())
+    if args.json:
+        print(json.dumps(experiment.to_dict(), indent=2))
+    else:
+        print(experiment.table())
+        if args.pin and experiment.fastest:
+            print(f"wrote {args.pin}: {experiment.kernel.name} -> {experiment.fastest.label}")
+    return 0 if experiment.fastest else 2
+
+
+def _schedule_arguments(s) -> None:
+    compile_options(s)
+    s.add_argument("--kernel", required=True, help="kernel name from `braze kernels` (or kN for the N-th)")
+    s.add_argument("--rule", help="schedule rule to try (gemm, pointwise, conv2d, winograd, depthwise, generic)")
+    s.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter, e.g. tile_m=8 (repeatable)")
+    s.add_argument("--fn", dest="schedule_fn", metavar="FILE.py:FUNC",
+                   help="your schedule function FUNC(sch, kernel, target)")
+    s.add_argument("--variants", type=int, default=5, metavar="N",
+                   help="without --rule/--param/--fn: the default, N-2 alternative tilings and generic (default 5)")
+    s.add_argument("--repeat", type=positive_int, default=10, help="timed repeats per variant; the median is shown")
+    s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |reference|)")
+    s.add_argument("--pin", metavar="PINS.json", help="write the fastest correct variant as a pins file")
+    s.add_argument("--json", action="store_true")
+
+
+def cmd_tune(args) -> int:
+    from ..tools.tune import tune
+
+    say = _progress(not args.quiet)
+    kernels = tuple(x.strip() for v in args.kernels or [] for x in v.split(",") if x.strip())
+    try:
+        report = tune(args.model, args.db, level=args.level, trials=args.trials, kernels=kernels,
+                      everything=args.all, fusion=fusion_from_args(args), input_shapes=args.input_shape,
+                      target=args.target, threads=args.threads, progress=lambda p: say(p.line()), say=say)
+    except KeyboardInterrupt:
+        print(f"interrupted: the trials measured so far are kept in {args.db}; "
+              "the same command resumes", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.table())
+        print(f"use it: braze compile {args.model} --level {args.level} --tuning-db {args.db} -o OUT.braze")
+    return 0
+
+
+def _tune_arguments(s) -> None:
+    compile_options(s)
+    s.add_argument("--db", required=True, metavar="DIR", help="tuning database folder (created; resumed if present)")
+    s.add_argument("--trials", type=int, default=64,
+                   help="measured candidates per kernel workload, counting those already in DIR (default 64)")
+    s.add_argument("--kernels", action="append", metavar="NAMES",
+                   help="tune only these kernels (names from `braze kernels`, or ONNX node names)")
+    s.add_argument("--all", action="store_true", help="also tune elementwise/injective kernels")
+    s.add_argument("--json", action="store_true", help="the summary as JSON")
+
+
+COMMANDS = [
+    Command("compile", "ONNX model -> artifact folder", _compile_arguments, cmd_compile),
+    Command("explain", "what fusion does to a model, and why (no build)", _explain_arguments, cmd_explain),
+    Command("kernels", "the kernels of a model or artifact: ops, shapes, schedule, FLOPs", _kernels_arguments, cmd_kernels),
+    Command("schedule", "build one kernel alone under several schedules; check and time each", _schedule_arguments, cmd_schedule),
+    Command("tune", "tune a model's kernels with meta_schedule into a database (slow)", _tune_arguments, cmd_tune),
+]

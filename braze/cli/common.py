@@ -1,0 +1,224 @@
+"""What the commands share: IR files, atomic writes, progress, Ctrl-C, and the
+options several commands take."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name and one-line help, the function that adds its
+    arguments to its parser, and the one that runs it (``run(args) -> exit status``)."""
+
+    name: str
+    help: str
+    arguments: Callable
+    run: Callable
+
+
+
+def weights_path(ir_path: str) -> str:
+    """``model.mlir`` -> ``model.weights.npz`` (the weights file beside IR text)."""
+    root, ext = os.path.splitext(ir_path)
+    return (root if ext == ".mlir" else ir_path) + ".weights.npz"
+
+
+def write_ir(module, out: str | None) -> None:
+    """IR text to ``out`` (with its weights beside it) or to stdout."""
+    from ..ir import print_module, save_blobs
+
+    text = print_module(module)
+    if out in (None, "-"):
+        sys.stdout.write(text)
+        return
+    with atomic(out, "w") as f:
+        f.write(text)
+        if module.blobs:
+            save_blobs(module.blobs, weights_path(out))
+
+
+@contextlib.contextmanager
+def atomic(path: str, mode: str):
+    """A file opened as ``PATH.tmp`` and renamed to ``path`` once written;
+    removed if writing fails, so that no partial output is ever left."""
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, mode) as f:
+            yield f
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+
+
+def read_ir(path: str | None, weights: str | None):
+    """A verified module from IR text (a file or stdin) and its weights, if any."""
+    from ..errors import ModelLoadError
+    from ..ir import load_blobs, parse_module, verify
+
+    if path in (None, "-"):
+        text, name = sys.stdin.read(), "<stdin>"
+    else:
+        try:
+            with open(path) as f:
+                text, name = f.read(), path
+        except OSError as e:
+            raise ModelLoadError(f"{path}: cannot read ({e.strerror})") from None
+        except UnicodeDecodeError:
+            raise ModelLoadError(f"{path}: not IR text (binary data)") from None
+    if weights is None and name != "<stdin>" and os.path.exists(weights_path(name)):
+        weights = weights_path(name)
+    blobs = load_blobs(weights) if weights else None
+    return verify(parse_module(text, name, blobs))
+
+
+def _progress(enabled: bool):
+    """Progress lines on stderr, with the time since the start."""
+    start = time.perf_counter()
+
+    def say(message: str) -> None:
+        _stop_if_interrupted()
+        if enabled:
+            print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
+
+    return say
+
+
+# Ctrl-C inside TVM's C++ code can come back as a RuntimeError (a failed kernel
+# build, which fusion rolls back and goes on from): remember it, and stop at the
+# next step, never writing an output.
+_interrupted = False
+
+
+def interrupted() -> bool:
+    return _interrupted
+
+
+def reset_interrupted() -> None:
+    global _interrupted
+    _interrupted = False
+
+
+def _on_sigint(signum, frame):
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
+def _stop_if_interrupted() -> None:
+    if _interrupted:
+        raise KeyboardInterrupt
+
+
+def fusion_from_args(args) -> dict:
+    """The fusion controls given on the command line (FusionOptions fields)."""
+    def items(values):
+        return tuple(x.strip() for v in values or [] for x in v.split(",") if x.strip())
+
+    return {"no_fuse": items(args.no_fuse), "only_fuse": items(args.only_fuse),
+            "skip_nodes": items(args.skip_nodes), "scope": args.scope or "", "switch": items(args.switch),
+            "rules": args.rules or "", "max_group_size": args.max_group_size or 0,
+            "memory_limit": args.memory_limit or 0, "tile_limit": args.tile_limit or 0,
+            "strict_rules": bool(getattr(args, "strict_rules", False))}
+
+
+def compile_from_args(args):
+    from ..compiler import compile as braze_compile
+
+    return braze_compile(args.model, target=args.target, level=args.level, fusion=fusion_from_args(args),
+                         input_shapes=args.input_shape, threads=getattr(args, "threads", None),
+                         progress=_progress(not args.quiet), schedules=schedules_from_args(args),
+                         tuning_db=getattr(args, "tuning_db", None))
+
+
+def schedules_from_args(args) -> dict | None:
+    """Pinned schedules: --schedule-file PINS.json, then each --schedule NAME=RULE[:k=v,...]."""
+    from ..codegen.pins import parse_pin, read_pins
+
+    pins = dict(read_pins(args.schedule_file)) if getattr(args, "schedule_file", None) else {}
+    for text in getattr(args, "schedule", None) or []:
+        name, pin = parse_pin(text)
+        pins[name] = pin
+    return pins or None
+
+
+def _write_text(path: str, text: str) -> None:
+    with atomic(path, "w") as f:
+        f.write(text)
+
+
+def _inputs_for(args, specs):
+    from ..measure import load_inputs, random_inputs
+
+    return load_inputs(args.inputs) if args.inputs else random_inputs(specs)
+
+
+def demo_model_path(name: str) -> str:
+    from ..errors import ModelLoadError
+
+    here = os.path.join(os.path.dirname(os.path.dirname(__file__)), "data", f"{name}.onnx")
+    if not os.path.exists(here):
+        choices = sorted(f[:-5] for f in os.listdir(os.path.dirname(here)) if f.endswith(".onnx"))
+        raise ModelLoadError(f"no embedded model '{name}' (choices: {', '.join(choices)})")
+    return here
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a count of at least 1 (threads, repeats)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got '{text}'")
+    return value
+
+
+def spin_option(s, what: str = "how long TVM's idle threads spin after each kernel") -> None:
+    s.add_argument("--spin", metavar="off|short|long|N",
+                   help=f"{what}: short (default) goes quiet within a millisecond of a run's end; long is "
+                        "TVM's own 300000 iterations, lowest latency for back-to-back runs, a busy core "
+                        "per thread for 0.1-0.3 s after each run (docs/usage.md)")
+
+
+def compile_options(s, default_level=2, model_help="ONNX file"):
+    s.add_argument("model", help=model_help)
+    s.add_argument("--target", default="cpu",
+                   help="a built-in target (`braze targets`) or a descriptor file (default: cpu, the host)")
+    s.add_argument("--level", type=int, default=default_level, choices=range(0, 4),
+                   help=f"fusion level 0-3 (default {default_level})")
+    s.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
+                   help="bind a graph input's shape (repeatable)")
+    s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
+    s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    f = s.add_argument_group("fusion controls (docs/fusion.md)")
+    f.add_argument("--no-fuse", action="append", metavar="TYPES", help="op types that never join a group, e.g. Slice,Concat")
+    f.add_argument("--only-fuse", action="append", metavar="TYPES", help="only these op types may join groups")
+    f.add_argument("--skip-nodes", action="append", metavar="NAMES", help="ONNX node names kept out of fusion")
+    f.add_argument("--scope", help="fuse only inside: a glob, re:REGEX, index:A-B or between:A..B")
+    f.add_argument("--switch", action="append", metavar="SPEC", help="rule switches: ALL=on,attention=off or a JSON file")
+    f.add_argument("--rules", metavar="RULES.json", help="manual fusion rules (pattern rules, explicit groups)")
+    f.add_argument("--strict-rules", action="store_true",
+                   help="a manual rule that can never apply (unknown op type or node) is an error, not a warning")
+    f.add_argument("--max-group-size", type=int, help="at most this many ops per group")
+    f.add_argument("--memory-limit", type=int, metavar="BYTES", help="largest working set of a group")
+    f.add_argument("--tile-limit", type=int, metavar="BYTES",
+                   help="largest working tile of a group (default: an NPU target's unified buffer)")
+
+def schedule_pins(s):
+    g = s.add_argument_group("pinned schedules (docs/performance.md)")
+    g.add_argument("--schedule", action="append", metavar="KERNEL=RULE[:k=v,...]",
+                   help="build a kernel with this schedule, e.g. k10=gemm:tile_m=4,tile_n=32 (repeatable)")
+    g.add_argument("--schedule-file", metavar="PINS.json", help="pinned schedules, e.g. from braze schedule --pin")
+
+def tuning_db_option(s):
+    s.add_argument("--tuning-db", metavar="DIR",
+                   help="tuned schedules from `braze tune`: kernels with a record use them (docs/performance.md)")

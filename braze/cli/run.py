@@ -1,0 +1,244 @@
+"""Commands that run artifacts and compare with onnxruntime: run, verify, bench, profile, demo."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+
+from ..errors import BrazeError, InputError, first_line
+from ..version import __version__
+from .common import (Command, _inputs_for, _progress, atomic, compile_from_args, compile_options, demo_model_path,
+                     fusion_from_args, positive_int, schedule_pins, spin_option, tuning_db_option)
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from ..measure import load_inputs
+    from ..runtime import load
+
+    artifact = load(args.artifact, spin=args.spin)
+    outputs = artifact.run(load_inputs(args.inputs))
+    if args.output:
+        out = args.output if args.output.endswith(".npz") else args.output + ".npz"
+        with atomic(out, "wb") as f:
+            np.savez(f, **outputs)
+        print(f"wrote {out}: {', '.join(outputs)}")
+    else:
+        for name, value in outputs.items():
+            print(f"{name}: {value.dtype}{list(value.shape)}  min {value.min():.6g}  max {value.max():.6g}")
+    return 0
+
+
+def _run_arguments(s) -> None:
+    s.add_argument("artifact")
+    s.add_argument("--inputs", required=True, help=".npz with one array per input name")
+    s.add_argument("-o", "--output", help="write the outputs to this .npz")
+    spin_option(s)
+
+
+def cmd_verify(args) -> int:
+    from ..measure import compare, run_onnxruntime
+
+    artifact = compile_from_args(args)
+    inputs = _inputs_for(args, artifact.inputs)
+    rows = compare(artifact.run(inputs), run_onnxruntime(args.model, inputs))
+    groups = _verify_groups(args, inputs) if args.per_group else []
+    ok = all(r.max_rel <= args.tolerance for r in rows + groups)
+    if args.json:
+        data = {"ok": ok, "tolerance": args.tolerance, "outputs": [r.to_dict() for r in rows]}
+        if args.per_group:
+            data["groups"] = [g.to_dict() for g in groups]
+        print(json.dumps(data, indent=2))
+        return 0 if ok else 2
+    print(f"{'output':<24} {'max abs':>12} {'max rel':>12}")
+    for r in rows:
+        print(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}{'' if r.max_rel <= args.tolerance else '  FAIL'}")
+    if args.per_group:
+        print(f"\n{'fused group (vs the same ops unfused)':<48} {'max abs':>12} {'max rel':>12}")
+        for g in groups:
+            print(f"{g.name:<48} {g.max_abs:12.3e} {g.max_rel:12.3e}{'' if g.max_rel <= args.tolerance else '  DRIFTS'}")
+    print(f"{'ok' if ok else 'FAILED'}: tolerance {args.tolerance:g} relative to each output's scale")
+    return 0 if ok else 2
+
+
+def _verify_arguments(s) -> None:
+    compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)
+    s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |output|max)")
+    s.add_argument("--per-group", action="store_true",
+                   help="also check each fused kernel against the same ops unfused, naming any that drifts")
+    s.add_argument("--json", action="store_true")
+
+
+def cmd_bench(args) -> int:
+    import tempfile
+
+    from ..measure import bench
+    from ..runtime import load
+    from ..threads import spin_count
+
+    if args.spin is not None:
+        spin_count(args.spin)  # a typo fails now, not after a long compile
+    if args.model.endswith(".onnx"):
+        artifact = compile_from_args(args)
+        tmp = tempfile.mkdtemp(prefix="braze-bench-")
+        path, onnx_path = artifact.save(os.path.join(tmp, "model.braze")), args.model
+    else:
+        artifact, path = load(args.model), args.model
+        onnx_path = args.onnx
+        if not onnx_path:
+            raise BrazeError("benchmarking an artifact needs the ONNX model to compare with: --onnx MODEL.onnx")
+    threads = args.threads or os.cpu_count()
+    r = bench(path, onnx_path, _inputs_for(args, artifact.inputs), threads, repeat=args.repeat,
+              phases=args.phases, self_check=args.self_check, spin=args.spin, processes=args.processes)
+    print(json.dumps(r.to_dict(), indent=2) if args.json else r.table())
+    return 0 if r.controls_ok else 2
+
+
+def _bench_arguments(s) -> None:
+    compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)
+    s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
+    s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--repeat", type=positive_int, default=50,
+                   help="timed runs per engine, spread over the phases (default 50)")
+    s.add_argument("--phases", type=positive_int, default=10,
+                   help="alternating phases per engine, each after every worker went idle (default 10)")
+    s.add_argument("--processes", type=positive_int, default=3,
+                   help="fresh worker processes per engine, one after the other, sharing the phases (default 3)")
+    s.add_argument("--self-check", action="store_true",
+                   help="also time each engine against a second worker of itself: the controls must give "
+                        "1.00 +- 0.10 (exit status 2 if not)")
+    spin_option(s, "braze's idle spin while benchmarking")
+    s.add_argument("--json", action="store_true")
+
+
+def cmd_profile(args) -> int:
+    from ..measure import profile
+    from ..runtime import load
+
+    artifact = load(args.artifact)
+    inputs = _inputs_for(args, artifact.inputs)
+    theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
+    other = sum(ms for _, _, ms in unmatched)  # onnxruntime's time in nodes matched to no kernel
+    rows = profile(artifact, inputs, repeat=args.repeat)
+    kinds = {k["name"]: k for k in artifact.kernels}
+    total = sum(t for _, t in rows) or 1e-12
+    if args.json:
+        kernels = [{"kernel": n, "ms": t, "ops": kinds[n]["ops"], "nodes": kinds[n]["nodes"],
+                    **({"onnxruntime_ms": theirs.get(n)} if theirs is not None else {})} for n, t in rows]
+        if theirs is None:
+            print(json.dumps(kernels, indent=2))
+        else:
+            print(json.dumps({"kernels": kernels, "braze_ms": total,
+                              "onnxruntime_ms": sum(theirs.values()) + other,
+                              "onnxruntime_unmatched": [{"node": n, "op": op, "ms": ms} for n, op, ms in unmatched]},
+                             indent=2))
+        return 0
+    if theirs is None:
+        print(f"{'ms':>9} {'share':>6}  kernel")
+    else:
+        print(f"{'ms':>9} {'share':>6} {'ort ms':>8} {'ratio':>6}  kernel")
+    for name, t in sorted(rows, key=lambda r: -r[1])[: args.top]:
+        ort_cols = ""
+        if theirs is not None:
+            ms = theirs.get(name)
+            ort_cols = f" {ms:8.3f} {t / ms:6.2f}" if ms else f" {'-':>8} {'-':>6}"
+        print(f"{t:9.3f} {100 * t / total:5.1f}%{ort_cols}  {name}  [{', '.join(kinds[name]['ops'])}]")
+    print(f"{total:9.3f} 100.0%  total over {len(rows)} kernels")
+    if theirs is not None:
+        print(f"onnxruntime: {sum(theirs.values()) + other:.3f} ms over its nodes; {other:.3f} ms in nodes "
+              f"matched to no kernel" + (": " + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in
+                                                         sorted(unmatched, key=lambda r: -r[2])[:5])
+                                         if unmatched else ""))
+    return 0
+
+
+def _profile_arguments(s) -> None:
+    s.add_argument("artifact")
+    s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--repeat", type=positive_int, default=5)
+    s.add_argument("--top", type=int, default=25, help="show the N slowest kernels")
+    s.add_argument("--onnx", metavar="MODEL.onnx",
+                   help="also profile onnxruntime on the same inputs and threads, and give each kernel "
+                        "the time of its ONNX nodes there")
+    s.add_argument("--json", action="store_true")
+
+
+def cmd_demo(args) -> int:
+    """Compile an embedded model, check it against onnxruntime, time both."""
+    import tempfile
+
+    import numpy as np
+
+    from ..compiler import compile as braze_compile
+    from ..measure import bench, compare, run_onnxruntime
+
+    path = demo_model_path(args.model)
+    print(f"braze {__version__} demo: {os.path.basename(path)} (shipped with braze), level {args.level}\n")
+    artifact = braze_compile(path, level=args.level, threads=args.threads, progress=_progress(True))
+    kinds = Counter(k["kind"] for k in artifact.kernels)
+    print(f"\n{len(artifact.kernels)} kernels ({', '.join(f'{n} {k}' for k, n in kinds.most_common())}), "
+          f"compiled in {artifact.manifest['compile_seconds']:.1f}s")
+    inputs = dict(np.load(path.replace(".onnx", ".inputs.npz")))
+    rows = compare(artifact.run(inputs), run_onnxruntime(path, inputs))
+    print(f"\n{'output':<20} {'max abs':>10} {'max rel':>10}   vs onnxruntime")
+    for r in rows:
+        print(f"{r.name:<20} {r.max_abs:10.2e} {r.max_rel:10.2e}")
+    ok = all(r.max_rel <= 1e-4 for r in rows)
+    threads = args.threads or os.cpu_count()
+    with tempfile.TemporaryDirectory() as tmp:
+        saved = artifact.save(os.path.join(tmp, "demo.braze"))
+        r = bench(saved, path, inputs, threads, repeat=args.repeat)
+    print(f"\nlatency, braze against onnxruntime (as braze bench measures it):\n{r.table()}")
+    print("numerics: " + ("ok (max rel error <= 1e-4)" if ok else "FAILED"))
+    return 0 if ok else 2
+
+
+def _demo_arguments(s) -> None:
+    s.add_argument("--model", default="mobilenetv2-tiny", help="embedded model: mobilenetv2-tiny, bert-tiny, vit-tiny")
+    s.add_argument("--level", type=int, default=2, choices=range(0, 4), help="fusion level (default 2)")
+    s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
+    s.add_argument("--repeat", type=positive_int, default=50, help="timed runs per engine (default 50)")
+
+
+def _verify_groups(args, inputs):
+    from ..compiler import fuse_only
+    from ..measure import verify_groups
+
+    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target)
+    return verify_groups(module, inputs, args.target)
+
+
+def _onnxruntime_profile(args, artifact, inputs):
+    """onnxruntime's per-node times on the same inputs and threads, per braze kernel."""
+    import onnx
+
+    from ..measure import attribute_nodes, profile_onnxruntime
+    from ..threads import current_threads
+
+    try:
+        model = onnx.load(args.onnx, load_external_data=False)
+    except Exception as e:  # noqa: BLE001 -- onnx's DecodeError, OSError: a typed error naming the file
+        raise InputError(f"{args.onnx}: cannot read it as an ONNX model ({e.__class__.__name__}); "
+                         "give the .onnx the artifact was compiled from") from None
+    try:
+        rows = profile_onnxruntime(args.onnx, inputs, current_threads(), repeat=args.repeat)
+    except Exception as e:  # noqa: BLE001 -- onnxruntime's own errors (wrong inputs for this model, ...)
+        raise InputError(f"{args.onnx}: onnxruntime could not run it on the artifact's inputs ({first_line(e)}); "
+                         "give the .onnx the artifact was compiled from") from None
+    return attribute_nodes(model, artifact.kernels, rows)
+
+
+COMMANDS = [
+    Command("run", "run an artifact on inputs from an .npz", _run_arguments, cmd_run),
+    Command("verify", "compile and compare with onnxruntime", _verify_arguments, cmd_verify),
+    Command("bench", "braze vs onnxruntime latency, same inputs and threads", _bench_arguments, cmd_bench),
+    Command("profile", "time per kernel of an artifact", _profile_arguments, cmd_profile),
+    Command("demo", "compile, verify and benchmark a model shipped with braze", _demo_arguments, cmd_demo),
+]

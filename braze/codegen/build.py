@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 
 import tvm
 
@@ -12,16 +11,10 @@ from ..ir import Module
 from ..targets import Target
 from . import interrupts
 from .assemble import assemble, lowering_pipeline
-from .kernel import Kernel, partition, primfunc
+from .compiled import Compiled, build_kernels
+from .kernel import Kernel, primfunc
 from .schedules import ScheduleWarning, schedule_kernel
 from .target import tvm_target
-
-
-@dataclass
-class Compiled:
-    executable: "tvm.runtime.Executable"
-    kernels: list[Kernel]
-    target: Target
 
 
 def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, scheduled: bool = True,
@@ -66,19 +59,8 @@ def _build(module: Module, target: Target, on_group_failure, schedules: dict | N
 
         return gpu.build(module, target, on_group_failure)
     schedules = schedules or {}
-    while True:
-        kernels = partition(module.main)
-        primfuncs, failed = {}, False
-        for k in kernels:
-            try:
-                primfuncs[k.name] = build_kernel(k, target, schedules.get(k.name), tuned=tuning_db)
-            except CodegenError as e:
-                if k.group is None or on_group_failure is None:
-                    raise
-                on_group_failure(k, e)
-                failed = True
-        if not failed:
-            break
+    kernels, primfuncs = build_kernels(
+        module, lambda k: build_kernel(k, target, schedules.get(k.name), tuned=tuning_db), on_group_failure)
     tgt = tvm_target(target)
     try:
         executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,

@@ -32,7 +32,8 @@ from ..ir import Module
 from ..targets import Target
 from . import interrupts
 from .assemble import assemble
-from .kernel import Kernel, partition, primfunc
+from .compiled import Compiled, build_kernels
+from .kernel import Kernel, primfunc
 from .target import tvm_target
 
 #: dlight's GPU rules, most specific first; the fallback takes any loop nest.
@@ -117,26 +118,18 @@ def build(module: Module, target: Target, on_group_failure=None):
     """Every kernel scheduled for the GPU, the model compiled with nvcc: a
     ``Compiled`` like the CPU build's. A fused group that cannot be scheduled
     goes to ``on_group_failure`` (split back) as on the CPU."""
-    from .build import Compiled
-
     tgt = tvm_target(target)
-    while True:
-        kernels = partition(module.main)
-        primfuncs, failed = {}, False
-        for k in kernels:
-            try:
-                primfuncs[k.name] = build_kernel(k, tgt)
-            except Exception as e:  # noqa: BLE001 -- TVM raises many types
-                interrupts.check()
-                if isinstance(e, BrazeError) and not isinstance(e, CodegenError):
-                    raise
-                error = CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {last_line(e)}")
-                if k.group is None or on_group_failure is None:
-                    raise error from None
-                on_group_failure(k, error)
-                failed = True
-        if not failed:
-            break
+
+    def build_one(k: Kernel):
+        try:
+            return build_kernel(k, tgt)
+        except Exception as e:  # noqa: BLE001 -- TVM raises many types
+            interrupts.check()
+            if isinstance(e, BrazeError) and not isinstance(e, CodegenError):
+                raise
+            raise CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {last_line(e)}") from None
+
+    kernels, primfuncs = build_kernels(module, build_one, on_group_failure)
     relax_mod = assemble(module, kernels, primfuncs)
     with cuda_toolchain(target):
         try:

@@ -107,7 +107,7 @@ def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None
     tgt = None if target in (None, "cpu") else get_target(target)
     module = import_onnx(model, input_shapes)
     pipeline(level, fusion, tgt).run(module)
-    report = getattr(module, "fusion_report", None)
+    report = module.fusion_report
     if report is None:  # level 0: nothing fused
         from .passes.fusion.fuse import count_ops
 
@@ -160,7 +160,7 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
             say("reusing a cached build")
             return hit
     say("building kernels with TVM")
-    report = getattr(module, "fusion_report", None)
+    report = module.fusion_report
     compiled = build(module, tgt, on_group_failure=lambda kernel, error: _split_group(kernel, error, report, say),
                      schedules=schedules, tuning_db=tuned)
     if report is not None:

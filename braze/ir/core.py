@@ -243,11 +243,18 @@ class Func:
 
 
 class Module:
-    """A list of functions plus the blob store that holds constant data."""
+    """A list of functions plus the blob store that holds constant data.
+
+    ``fusion_report`` is the record the ``fuse`` pass leaves: a
+    ``braze.passes.fusion.FusionReport`` (groups, refusals, rule counts), None
+    until the pass runs; the compiler reads it for the artifact's manifest and
+    ``braze explain``. It is not part of the IR text.
+    """
 
     def __init__(self, funcs: list[Func] | None = None, blobs: dict[str, np.ndarray] | None = None):
         self.funcs: list[Func] = list(funcs or [])
         self.blobs: dict[str, np.ndarray] = dict(blobs or {})
+        self.fusion_report = None  # FusionReport | None: set by the fuse pass
 
     @property
     def main(self) -> Func:

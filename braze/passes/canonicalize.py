@@ -16,7 +16,20 @@ import numpy as np
 
 from ..ir import Module, Value
 from .manager import Pass, register_pass
-from .rewrite import Rewriter, apply_patterns, pattern
+from .rewrite import Pattern, Rewriter, apply_patterns, pattern
+
+_PATTERNS: list[Pattern] = []
+
+
+def canonical(op_name: str):
+    """``pattern(op_name)``, and the pattern joins the pass's list (once, here)."""
+
+    def register(fn) -> Pattern:
+        made = pattern(op_name)(fn)
+        _PATTERNS.append(made)
+        return made
+
+    return register
 
 
 def _single_use(v: Value) -> bool:
@@ -29,18 +42,18 @@ def _producer(v: Value, name: str):
 
 
 # --- no-op data movement ----------------------------------------------------------------
-@pattern("tensor.identity")
+@canonical("tensor.identity")
 def drop_identity(op, rw):
     return [op.operands[0]]
 
 
-@pattern("tensor.reshape")
+@canonical("tensor.reshape")
 def drop_noop_reshape(op, rw):
     x = op.operands[0]
     return [x] if x.type == op.result.type else None
 
 
-@pattern("tensor.reshape")
+@canonical("tensor.reshape")
 def merge_reshapes(op, rw):
     inner = _producer(op.operands[0], "tensor.reshape")
     if inner is None:
@@ -48,13 +61,13 @@ def merge_reshapes(op, rw):
     return [rw.create("tensor.reshape", [inner.operands[0]], shape=op.attributes["shape"])]
 
 
-@pattern("tensor.transpose")
+@canonical("tensor.transpose")
 def drop_noop_transpose(op, rw):
     perm = op.attributes["perm"]
     return [op.operands[0]] if list(perm) == list(range(len(perm))) else None
 
 
-@pattern("tensor.transpose")
+@canonical("tensor.transpose")
 def merge_transposes(op, rw):
     inner = _producer(op.operands[0], "tensor.transpose")
     if inner is None:
@@ -63,7 +76,7 @@ def merge_transposes(op, rw):
     return [rw.create("tensor.transpose", [inner.operands[0]], perm=tuple(p1[i] for i in p2))]
 
 
-@pattern("math.cast")
+@canonical("math.cast")
 def drop_noop_cast(op, rw):
     x = op.operands[0]
     return [x] if x.type == op.result.type else None
@@ -83,10 +96,10 @@ def _neutral(identity: float, commutes: bool):
     return rewrite
 
 
-add_zero = pattern("math.add")(_neutral(0, True))
-sub_zero = pattern("math.sub")(_neutral(0, False))
-mul_one = pattern("math.mul")(_neutral(1, True))
-div_one = pattern("math.div")(_neutral(1, False))
+add_zero = canonical("math.add")(_neutral(0, True))
+sub_zero = canonical("math.sub")(_neutral(0, False))
+mul_one = canonical("math.mul")(_neutral(1, True))
+div_one = canonical("math.div")(_neutral(1, False))
 
 
 # --- BatchNormalization and per-channel affine folding ------------------------------
@@ -104,7 +117,7 @@ def per_channel(c: np.ndarray, out_rank: int, axis: int, channels: int) -> np.nd
     return flat if flat.size == channels else None
 
 
-@pattern("nn.batch_norm")
+@canonical("nn.batch_norm")
 def batch_norm_to_affine(op, rw):
     """BN(x) = x * s + t with s = scale / sqrt(var + eps), t = bias - mean * s."""
     x = op.operands[0]
@@ -144,7 +157,7 @@ def _split_const(op, rw):
     return (b, ca) if ca is not None else (None, None)
 
 
-@pattern("math.mul")
+@canonical("math.mul")
 def scale_into_anchor(op, rw):
     """conv(x, W, b) * s -> conv(x, W*s, b*s); matmul(x, W) * s -> matmul(x, W*s)."""
     y, c = _split_const(op, rw)
@@ -173,7 +186,7 @@ def scale_into_anchor(op, rw):
     return [rw.create("nn.matmul", [anchor.operands[0], weight], loc=anchor.loc, **anchor.attributes)]
 
 
-@pattern("math.add")
+@canonical("math.add")
 def shift_into_conv_bias(op, rw):
     """conv(x, W, b) + t -> conv(x, W, b + t) for a per-channel constant t."""
     y, c = _split_const(op, rw)
@@ -211,11 +224,11 @@ def _reassociate(outer_name: str, combine):
     return rewrite
 
 
-merge_adds = pattern("math.add")(_reassociate("math.add", np.add))
-merge_muls = pattern("math.mul")(_reassociate("math.mul", np.multiply))
+merge_adds = canonical("math.add")(_reassociate("math.add", np.add))
+merge_muls = canonical("math.mul")(_reassociate("math.mul", np.multiply))
 
 
-@pattern("math.mul")
+@canonical("math.mul")
 def scale_through_shift(op, rw):
     """(y + c) * s -> y * s + c * s, so the scale can reach the anchor before y."""
     inner_v, s = _split_const(op, rw)
@@ -232,9 +245,8 @@ def scale_through_shift(op, rw):
     return [rw.create("math.add", [scaled, rw.const((c * s).astype(c.dtype), "shift")])]
 
 
-PATTERNS = (drop_identity, drop_noop_reshape, merge_reshapes, drop_noop_transpose, merge_transposes,
-            drop_noop_cast, add_zero, sub_zero, mul_one, div_one, batch_norm_to_affine,
-            scale_into_anchor, shift_into_conv_bias, merge_adds, merge_muls, scale_through_shift)
+#: every pattern above, in the order they were defined (the order they are tried in)
+PATTERNS = tuple(_PATTERNS)
 
 
 @register_pass

@@ -150,7 +150,7 @@ def test_compile_schedule_option_and_generic(mlp, tmp_path, braze_cli):
 
 # --- a user's schedule function -------------------------------------------------------------------
 SCHEDULES = '''
-from braze.codegen.schedules.base import schedule_generic
+from braze.codegen.schedules.generic import schedule_generic
 
 
 def rows(sch, kernel, target):

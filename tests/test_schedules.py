@@ -151,7 +151,7 @@ def test_pinning_conv2d_over_winograd():
     assert default.kernels[0]["schedule"] == "winograd"
     # the register tile comes from the host's machine model: whole vectors of
     # output channels, accumulators that fit the registers
-    from braze.codegen.schedules.base import accumulators, lanes
+    from braze.codegen.schedules.rule import accumulators, lanes
     from braze.targets import host_cpu
 
     params = default.kernels[0]["schedule_params"]["nn.conv#0"]
@@ -319,7 +319,7 @@ def test_rules_are_tried_in_their_explicit_order_and_carry_their_grids():
     """PRIORITY, not the import order, decides which rule takes an op; each
     rule brings the tilings `braze schedule` tries."""
     from braze.codegen.schedules import RULES
-    from braze.codegen.schedules.base import PRIORITY
+    from braze.codegen.schedules.rule import PRIORITY
 
     assert tuple(RULES) == PRIORITY
     assert all(rule.grid is not None for rule in RULES.values())

@@ -27,7 +27,7 @@ from ..codegen.kernel import Kernel, partition
 from .listing import KernelInfo, describe_kernel, fused, kernels, kernels_table, op_flops, params_text
 from ..codegen.pins import check_pin, find_kernel, parse_variant
 from ..codegen.schedules import plan
-from ..codegen.schedules.base import halve_double
+from ..codegen.schedules.rule import halve_double
 from ..codegen.schedules.user import describe
 
 #: a variant whose timed rounds add up to this many ms stops after MIN_ROUNDS

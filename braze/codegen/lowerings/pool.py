@@ -31,7 +31,7 @@ def max_pool(x, *, kernel, strides, pads, dilations, ceil_mode, out_types):
         where = [oi * s + r * d for oi, s, r, d in zip(o, strides, taps, dilations)]
         return largest(padded[(n, c, *where)], axis=taps)
 
-    # the output row is innermost in the input too: the schedule vectorizes along it (schedules/base.py)
+    # the output row is innermost in the input too: the schedule vectorizes along it (schedules/generic.py)
     return te.compute(out_types[0].shape, at, name="max_pool", attrs={"braze.trailing": 1})
 
 

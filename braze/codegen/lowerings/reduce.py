@@ -46,7 +46,7 @@ def reduce_over(x: te.Tensor, axes, keepdims: bool, reduce, name: str) -> te.Ten
         return reduce(x[tuple(full)], axis=list(taps.values()))
 
     # the kept dims after the last reduced one are the input's innermost:
-    # the schedule vectorizes along them (schedules/base.py)
+    # the schedule vectorizes along them (schedules/generic.py)
     trailing = len(x.shape) - 1 - max(axes) if axes else 0
     return te.compute(shape, at, name=name, attrs={"braze.trailing": trailing})
 

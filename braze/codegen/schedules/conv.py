@@ -21,8 +21,8 @@ from tvm import te
 
 from ...ir.registry import lookup
 from ..kernel import Packing
-from .base import (Rule, accumulators, blocks_under, divisor_at_most, epilogue_of, extent, lanes, pick_tile, place_at,
-                   register, weight_param)
+from .rule import Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
+from .tir import blocks_under, epilogue_of, extent, place_at
 
 
 def _group(op) -> int:

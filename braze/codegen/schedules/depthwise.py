@@ -10,7 +10,8 @@ vectorized along the row.
 from __future__ import annotations
 
 from ...ir.registry import lookup
-from .base import Rule, blocks_under, divisor_at_most, extent, lanes, register
+from .rule import Rule, divisor_at_most, lanes, register
+from .tir import blocks_under, extent
 from .conv import _group, _is_2d_f32, _tile_epilogue
 from .intrinsics import deinterleave
 

@@ -18,7 +18,8 @@ import numpy as np
 from tvm import te
 
 from ..kernel import Packing
-from .base import Rule, accumulators, blocks_under, epilogue_of, extent, lanes, place_at, register
+from .rule import Rule, accumulators, lanes, register
+from .tir import blocks_under, epilogue_of, extent, place_at
 
 
 def _shapes(op):

@@ -15,8 +15,8 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .base import (Rule, accumulators, blocks_under, divisor_at_most, epilogue_of, extent, is_spatial, lanes, place_at,
-                   register, weight_param)
+from .rule import Rule, accumulators, divisor_at_most, lanes, register, weight_param
+from .tir import blocks_under, epilogue_of, extent, is_spatial, place_at
 from .conv import conv_applies
 
 

@@ -5,8 +5,9 @@ The function receives the kernel's TE graph as one PrimFunc (one block per
 stage, nothing inlined, weights in their original layout), a braze
 ``Kernel`` (its ops, shapes, name) and the ``Target`` (``vector_bits``,
 ``num_cores``). It changes ``sch`` in place (or returns another Schedule).
-The helpers the built-in rules use are in ``braze.codegen.schedules.base``
-(``inline``, ``anchors``, ``schedule_generic``, ``lanes``).
+The helpers the built-in rules use are in ``schedules.tir`` (``inline``,
+``anchors``), ``schedules.generic`` (``schedule_generic``) and
+``schedules.rule`` (``lanes`` and the rest of the machine model).
 
 A pin names it as ``"FILE.py:FUNC"`` (``braze schedule --fn``, a pins
 file's ``"function"``) or, from Python, as the function itself.

@@ -43,8 +43,8 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .base import (Rule, accumulators, blocks_under, divisor_at_most, epilogue_of, extent, lanes, pick_tile, register,
-                   weight_param)
+from .rule import Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
+from .tir import blocks_under, epilogue_of, extent
 
 #: F(m, 3) for each output tile size m: B^T (input transform), G (weight
 #: transform) and A^T (output transform); F(4, 3) at the points 0, -1, 1,

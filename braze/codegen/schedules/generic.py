@@ -1,0 +1,144 @@
+"""The generic schedule: what every block no rule claims gets (parallel over
+the leading spatial loops, vectorized innermost when elementwise, vectorized
+reductions), and the separable max pool's first stage placed at its consumer.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from tvm import s_tir
+
+from .rule import lanes
+from .tir import DATA_PAR, Schedule, extent, write_dtype
+
+
+def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> None:
+    """Parallel over the leading spatial loops, vectorized innermost when the
+    block is elementwise. Enough for memory-bound stages: reshapes,
+    elementwise chains, softmax's and layer norm's reductions, pooling."""
+    if int(sch.get(block).annotations.get("braze.at_consumer", 0)):
+        return  # computed inside its consumer's loop: attach_to_consumers
+    loops = sch.get_loops(block)
+    ivs = sch.get(block).iter_vars
+    if not loops or len(loops) != len(ivs):
+        return
+    lead = []
+    for loop, iv in zip(loops, ivs):
+        if iv.iter_type != DATA_PAR:
+            break
+        lead.append(loop)
+    if not lead:
+        return
+    reduces = len(lead) < len(loops)
+    work = prod(extent(sch, l) for l in loops)
+    if work == 0:
+        return
+    trailing = int(sch.get(block).annotations.get("braze.trailing", 0))
+    if reduces and 0 < trailing < len(lead):
+        _reduce_vectorized(sch, block, lead, loops[len(lead):], trailing, target, work >= min_parallel)
+        return
+    if reduces and trailing == 0 and _row_reduce_vectorized(sch, block, lead, loops[len(lead):], target,
+                                                           work >= min_parallel):
+        return
+    if reduces:
+        fused = sch.fuse(*lead) if len(lead) > 1 else lead[0]
+        if extent(sch, fused) > 1 and work >= min_parallel:
+            sch.parallel(fused)
+        return
+    # elementwise: vectorize along the innermost dim (simple addresses),
+    # parallel over the rest. Never along a fused dim: LLVM (znver5)
+    # miscompiles vectors whose lanes wrap two indices with `%`, as a fused
+    # index does once split back (a circular pad gave wrong values).
+    vec = lanes(target, write_dtype(sch, block))
+    inner = lead[-1]
+    n = extent(sch, inner)
+    if n > 4 * vec and n % vec == 0:
+        rest, inner = sch.split(inner, [None, vec])
+        lead = [*lead[:-1], rest, inner]
+    if 4 <= extent(sch, inner) <= 8 * vec:  # a long odd row stays scalar
+        sch.vectorize(inner)
+    outer = lead[:-1]
+    if outer and work >= min_parallel:
+        fused = sch.fuse(*outer) if len(outer) > 1 else outer[0]
+        if extent(sch, fused) > 1:
+            sch.parallel(fused)
+
+
+def _reduce_vectorized(sch: Schedule, block, lead, reduce_loops, trailing: int, target, parallel: bool) -> None:
+    """A reduction over an axis that is not the innermost (softmax over
+    channels, a mean over H): the innermost kept dims go inside the
+    reduction loops and are vectorized, the rest run in parallel."""
+    # only the innermost kept dim is vectorized (never a fused one: see schedule_generic)
+    head, tail = lead[:-1], lead[-1]
+    n, vec = extent(sch, tail), lanes(target, write_dtype(sch, block))
+    if n % vec == 0 and n > vec:
+        outer, inner = sch.split(tail, [None, vec])
+        head = [*head, outer]
+    elif n <= 8 * vec:
+        inner = tail
+    else:
+        head, inner = [*head, tail], None
+    sch.reorder(*head, *reduce_loops, *([inner] if inner is not None else []))
+    if inner is not None and extent(sch, inner) > 1:
+        sch.vectorize(inner)
+    if head and parallel:
+        fused = sch.fuse(*head) if len(head) > 1 else head[0]
+        if extent(sch, fused) > 1:
+            sch.parallel(fused)
+    if inner is not None:
+        sch.decompose_reduction(block, reduce_loops[0])
+
+
+def _row_reduce_vectorized(sch: Schedule, block, lead, reduce_loops, target, parallel: bool) -> bool:
+    """A reduction along the innermost axis (softmax's max and sum, layer
+    norm's mean): ``lanes`` partial results side by side in a vector
+    (rfactor), combined at the end of each row. False if the row does not
+    split into vectors (the block is left as it was)."""
+    last = reduce_loops[-1]
+    n, vec = extent(sch, last), lanes(target, write_dtype(sch, block))
+    if vec < 2 or n % vec or n < 2 * vec:
+        return False
+    try:
+        outer, inner = sch.split(last, [None, vec])
+        rf = sch.rfactor(inner, factor_axis=len(lead))
+    except s_tir.ScheduleError:
+        return False
+    rf_loops = sch.get_loops(rf)  # the lead loops, the outer reduce loops, then the vector (now spatial)
+    sch.vectorize(rf_loops[-1])
+    fused = sch.fuse(*rf_loops[:len(lead)]) if len(lead) > 1 else rf_loops[0]
+    sch.reverse_compute_at(block, fused)
+    if parallel and extent(sch, fused) > 1:
+        sch.parallel(fused)
+    return True
+
+
+def attach_to_consumers(sch: Schedule) -> None:
+    """Blocks marked ``braze.at_consumer`` (the first stage of a separable
+    max pool): computed under their one consumer's outermost loop, as much
+    as one iteration of it needs, vectorized innermost (a reduction's taps
+    outside the vector)."""
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        if not int(sch.get(block).annotations.get("braze.at_consumer", 0)):
+            continue
+        consumers = sch.get_consumers(block)
+        if len(consumers) != 1 or not sch.get_loops(consumers[0]):
+            continue
+        try:
+            sch.compute_at(block, sch.get_loops(consumers[0])[0])
+        except s_tir.ScheduleError:
+            continue
+        # under the consumer's loop: its own loops, spatial then reduction
+        # (a TE compute lists its reduction axes last)
+        taps = sum(iv.iter_type != DATA_PAR for iv in sch.get(block).iter_vars)
+        loops = sch.get_loops(block)[1:]
+        spatial, reduce = (loops[:-taps], loops[-taps:]) if taps else (loops, [])
+        if not spatial:
+            continue
+        sch.reorder(*spatial[:-1], *reduce, spatial[-1])
+        if extent(sch, spatial[-1]) > 1:
+            sch.vectorize(spatial[-1])
+        if reduce:
+            init = sch.decompose_reduction(block, reduce[0])
+            if extent(sch, sch.get_loops(init)[-1]) > 1:
+                sch.vectorize(sch.get_loops(init)[-1])

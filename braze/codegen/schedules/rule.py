@@ -1,0 +1,133 @@
+"""The schedule rules' table (``Rule``, ``RULES``, ``PRIORITY``) and the
+machine-model helpers the rules size their tiles with (``lanes``,
+``accumulators``, ``pick_tile``; docs/schedules.md, "The machine model").
+
+A rule schedules one *anchor* op of a kernel (the matmul, the conv): the
+TIR block its lowering marked with ``anchor_attrs()``, together with the
+elementwise epilogue that the inlining pass left behind it. A rule has:
+
+- ``applies(op, kernel, target)``: whether it can take this op;
+- ``defaults(op, kernel, target)``: its parameters (tile sizes, ...), which
+  a user may override (``braze schedule --param``); ``None`` when no
+  parameters fit the shapes (the op then gets the generic schedule);
+- ``packings(op, kernel, target, params)``: constant operands it wants in
+  another layout (packed once at compile time), by kernel param index;
+- ``prepare(sch, block, op, target, params)`` (optional): a step that
+  must come before inlining (padding the iteration space);
+- ``apply(sch, block, op, target, params)``: the schedule itself;
+- ``profitable(op, kernel, target)`` (optional): whether the rule is worth
+  taking when no rule is pinned (Winograd on a small map is not); a pin
+  (``braze schedule --rule``) takes any rule that applies;
+- ``lower(op, params)`` (optional): a lowering of the op that replaces its
+  own in this kernel (another algorithm, e.g. Winograd's), as a function
+  of the op's TE operands and attributes. Its stages marked
+  ``braze.keep`` are not inlined: the rule schedules them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    ops: tuple[str, ...]
+    doc: str
+    applies: Callable
+    defaults: Callable
+    apply: Callable
+    packings: Callable = field(default=lambda op, kernel, target, params: {})
+    #: ``prepare(sch, block, op, target, params)``, run before the
+    #: elementwise stages are inlined (while accesses are still plain)
+    prepare: Callable | None = None
+    #: ``profitable(op, kernel, target)``: taken by default (see above)
+    profitable: Callable | None = None
+    #: ``lower(op, params)``: the op's lowering in this kernel (see above)
+    lower: Callable | None = None
+    #: ``grid(op, target, defaults)``: the alternative params ``braze schedule``
+    #: tries around the defaults (default: each integer halved and doubled)
+    grid: Callable | None = None
+
+
+def halve_double(op, target, defaults) -> list[dict]:
+    """A rule's grid when it has none: each integer parameter halved or doubled."""
+    return [{**defaults, key: f(value)} for key, value in defaults.items() if isinstance(value, int)
+            for f in (lambda x: max(1, x // 2), lambda x: 2 * x)]
+
+
+#: The order the rules are tried in for an anchor op; the first that applies
+#: (and is profitable) takes it: winograd before conv2d (it takes the 3x3
+#: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv), and
+#: depthwise after it (the grouped convs whose groups conv2d's blocks do not fit).
+PRIORITY = ("winograd", "pointwise", "conv2d", "depthwise", "gemm")
+
+
+RULES: dict[str, Rule] = {}
+
+
+def register(rule: Rule) -> Rule:
+    if rule.name in RULES:
+        raise AssertionError(f"two schedule rules named {rule.name}")
+    RULES[rule.name] = rule
+    return rule
+
+
+def lanes(target, dtype: str = "float32") -> int:
+    """Vector lanes of ``dtype`` on the target (16 floats with AVX-512)."""
+    bits = getattr(target, "vector_bits", 512) or 128
+    width = {"float16": 16, "bfloat16": 16, "float64": 64, "int8": 8, "uint8": 8, "int64": 64}.get(dtype, 32)
+    return max(1, bits // width)
+
+
+def registers(target) -> int:
+    """Architectural vector registers of the target: 16 with AVX2/SSE, 32
+    with AVX-512 and on AArch64 (the machine model, docs/schedules.md)."""
+    return getattr(target, "vector_registers", 0) or (32 if lanes(target) >= 16 else 16)
+
+
+#: Cycles from an FMA's start to its result on current x86 and Arm cores.
+FMA_LATENCY = 4
+
+
+def min_accumulators(target) -> int:
+    """Independent accumulators that keep every FMA unit busy: latency x
+    units (8 on AVX2 cores with 2 units); a tile with fewer waits on its
+    own additions."""
+    return FMA_LATENCY * max(1, getattr(target, "fma_units", 2) or 2)
+
+
+def accumulators(target, loads: int, cap: int = 16) -> int:
+    """Vector accumulators a register-tiled micro-kernel may hold: the
+    register file less the ``loads`` vectors each step loads, the one it
+    broadcasts into and one LLVM keeps for itself (16 - 2 - 2 = 12 on AVX2
+    for two-vector-wide tiles: measured, a 14-accumulator tile with one
+    vector load ran 20% slower than a 7-accumulator one), and at most
+    ``cap`` (more did not pay on AVX-512's 32 registers)."""
+    return max(1, min(cap, registers(target) - loads - 2))
+
+
+def pick_tile(candidates: list[tuple[int, dict]], target=None) -> dict | None:
+    """The register tile to use from ``(accumulators, params)`` candidates
+    in order of preference (widest vectors first): the first with at least
+    ``min_accumulators(target)``, else the one with the most accumulators. (On AVX2,
+    a conv on a 7-wide map: 2 vectors x 1 column gives 2 accumulators, 1
+    vector x 7 columns gives 7, and ran 2x faster.)"""
+    for acc, params in candidates:
+        if acc >= min_accumulators(target):
+            return params
+    return max(candidates, key=lambda c: c[0])[1] if candidates else None
+
+
+def divisor_at_most(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def weight_param(op, kernel) -> int | None:
+    """The kernel param index of the conv's weight when it is a constant."""
+    w = op.operands[1]
+    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
+        if param is w and arg.owner is not None and arg.owner.name == "const":
+            return i
+    return None

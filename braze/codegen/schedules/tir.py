@@ -1,0 +1,139 @@
+"""TIR helpers the rules and the generic schedule share: loops, blocks, the
+anchor blocks of a kernel, inlining the elementwise stages around them,
+and placing an epilogue at a tile.
+"""
+
+from __future__ import annotations
+
+from tvm import s_tir, tirx
+
+
+Schedule = s_tir.Schedule
+
+
+DATA_PAR = tirx.IterVar.DataPar
+
+
+def extent(sch: Schedule, loop) -> int:
+    return int(sch.get(loop).extent)
+
+
+def is_spatial(sch: Schedule, block) -> bool:
+    return all(iv.iter_type == DATA_PAR for iv in sch.get(block).iter_vars)
+
+
+def anchors(sch: Schedule) -> dict[int, object]:
+    """op index -> its anchor block."""
+    found = {}
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        index = sch.get(block).annotations.get("braze.anchor")
+        if index is not None:
+            found[int(index)] = block
+    return found
+
+
+def inline(sch: Schedule, anchor_blocks) -> None:
+    """Inline every elementwise/injective stage into its consumers, except
+    the operands of anchors (a matmul must read its operands from memory,
+    not recompute them per tile) and outputs. Packed-weight unpacking is
+    inlined into the anchor: that is what makes the anchor read the packed
+    layout."""
+    anchor_names = {sch.get(b).name_hint for b in anchor_blocks}
+    outputs = {sch.get(b).name_hint for b in sch.get_output_blocks(sch.get_sblock("root"))}
+    for block in sch.get_child_blocks(sch.get_sblock("root")):
+        name = sch.get(block).name_hint
+        if name in anchor_names or name in outputs or not is_spatial(sch, block) \
+                or int(sch.get(block).annotations.get("braze.at_consumer", 0)) \
+                or int(sch.get(block).annotations.get("braze.keep", 0)):
+            continue
+        consumers = sch.get_consumers(block)
+        feeds_anchor = any(sch.get(c).name_hint in anchor_names for c in consumers)
+        if feeds_anchor and not name.startswith("unpack"):
+            continue
+        if any(_row_reduction(sch, c) for c in consumers) and _computes(sch, block):
+            continue  # computed once, vectorized, rather than per element inside a scalar reduction loop
+        if len(consumers) > 1 and any(not is_spatial(sch, c) for c in consumers) \
+                and (_computes(sch, block) or _selects(sch, block)):
+            continue  # read by a reduction and by others: computed (or gathered) once, not once per reader
+        if _selects(sch, block) and not _computes(sch, block) and any(_computes(sch, c) for c in consumers):
+            continue  # a concat feeding arithmetic: gathered once, contiguous for the arithmetic's vectors
+        try:
+            sch.compute_inline(block)
+        except s_tir.ScheduleError:
+            pass  # e.g. it feeds a reduction's init; it stays a stage
+
+
+def _row_reduction(sch: Schedule, block) -> bool:
+    """A reduction along the innermost axis (a softmax's sum): its loop
+    does not vectorize."""
+    node = sch.get(block)
+    return (not all(iv.iter_type == DATA_PAR for iv in node.iter_vars) and "braze.anchor" not in node.annotations
+            and int(node.annotations.get("braze.trailing", 0)) == 0)
+
+
+def _computes(sch: Schedule, block) -> bool:
+    """Whether the stage does arithmetic beyond moving elements (a
+    reshape/transpose/concat stage only moves them)."""
+    value = getattr(sch.get(block).body, "value", None)
+    if value is None:
+        return True
+    moving = ("BufferLoad", "TensorLoad", "Cast", "Var", "IntImm", "FloatImm")
+
+    def kind(e) -> str:
+        return type(e).__name__
+
+    def moves(e) -> bool:
+        if kind(e) in moving:
+            return True
+        if kind(e) == "Call" and str(getattr(e.op, "name", "")).endswith("if_then_else"):
+            return all(moves(a) for a in e.args[1:])
+        if kind(e) == "Select":
+            return moves(e.true_value) and moves(e.false_value)
+        return False
+
+    return not moves(value)
+
+
+def _selects(sch: Schedule, block) -> bool:
+    """Whether the stage picks between sources (a concat, a pad): inlined,
+    each vector lane gathers from every source."""
+    text = str(getattr(sch.get(block).body, "value", ""))
+    return "if_then_else" in text  # picking by index (concat, pad), not by value (a Select on isnan)
+
+
+def epilogue_of(sch: Schedule, block, padded: bool = False):
+    """The single elementwise consumer that covers ``block``'s output with
+    the same iteration space (what inlining left of the epilogue), or None.
+    ``padded``: the block computes a padded space; its consumer may cover
+    less of it."""
+    consumers = sch.get_consumers(block)
+    if len(consumers) != 1 or not is_spatial(sch, consumers[0]):
+        return None
+    epi = consumers[0]
+    ours = [int(iv.dom.extent) for iv in sch.get(block).iter_vars if iv.iter_type == DATA_PAR]
+    theirs = [int(iv.dom.extent) for iv in sch.get(epi).iter_vars]
+    if ours == theirs or (padded and len(ours) == len(theirs) and all(t <= o for t, o in zip(theirs, ours))):
+        return epi
+    return None
+
+
+def write_dtype(sch: Schedule, block) -> str:
+    """The element type the block writes."""
+    store = sch.get(block).body  # a TE block's body is its one BufferStore
+    buffer = getattr(store, "buffer", None)
+    return str(buffer.dtype) if buffer is not None else "float32"
+
+
+def place_at(sch: Schedule, stage, loop) -> bool:
+    """Run ``stage`` (an epilogue) at ``loop`` if it can; it cannot when it
+    also reads what is computed elsewhere (an attention mask). Otherwise it
+    stays its own stage, for the generic schedule."""
+    try:
+        sch.reverse_compute_at(stage, loop)
+        return True
+    except s_tir.ScheduleError:
+        return False
+
+
+def blocks_under(sch: Schedule, loop) -> set[str]:
+    return {sch.get(b).name_hint for b in sch.get_child_blocks(loop)}

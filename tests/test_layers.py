@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent / "braze"
 #: Lowest first. A layer is (names of top-level modules or packages, open):
 #: in an open layer its members may import each other.
 LAYERS = [
-    ({"errors", "threads", "version"}, True),  # threads: TVM's pool settings, set before tvm loads
+    ({"errors", "threads", "version", "interrupts"}, True),  # threads: TVM's pool settings, set before tvm loads
     ({"ir"}, True),
     ({"frontend", "passes"}, False),
     ({"targets"}, True),

@@ -13,14 +13,14 @@ order below. Errors a user can cause are ``BrazeError`` and print as one
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import warnings
 
 from ..errors import BrazeError, BrazeWarning
 from ..version import __version__
 from . import build, ir, run
-from .common import _on_sigint, demo_model_path, interrupted, reset_interrupted
+from .. import interrupts
+from .common import demo_model_path
 
 __all__ = ["COMMANDS", "build_parser", "demo_model_path", "main"]
 
@@ -51,15 +51,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    reset_interrupted()  # a Ctrl-C of an earlier main() in this process is not this one's
     args = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _on_sigint)
+    interrupts.install()  # and forget a Ctrl-C of an earlier main() in this process
     try:
         return args.fn(args)
     except BrazeError as e:
-        if interrupted():
+        if interrupts.received():
             print("interrupted", file=sys.stderr)
             return 130
         print(f"error: {e}", file=sys.stderr)

@@ -6,7 +6,8 @@ import json
 import os
 import sys
 
-from .common import (Command, _progress, _stop_if_interrupted, _write_text, atomic, compile_from_args, compile_options,
+from .. import interrupts
+from .common import (Command, _progress, _write_text, atomic, compile_from_args, compile_options,
                      fusion_from_args, positive_int, schedule_pins, tuning_db_option)
 
 
@@ -15,7 +16,7 @@ def cmd_compile(args) -> int:
 
     check_output_path(os.path.abspath(args.output))  # before a long compile, not after
     artifact = compile_from_args(args)
-    _stop_if_interrupted()
+    interrupts.stop_if_received()
     path = artifact.save(args.output)
     m = artifact.manifest
     print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")

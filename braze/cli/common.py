@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from .. import interrupts
+
 
 @dataclass(frozen=True)
 class Command:
@@ -85,37 +87,11 @@ def _progress(enabled: bool):
     start = time.perf_counter()
 
     def say(message: str) -> None:
-        _stop_if_interrupted()
+        interrupts.stop_if_received()
         if enabled:
             print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
 
     return say
-
-
-# Ctrl-C inside TVM's C++ code can come back as a RuntimeError (a failed kernel
-# build, which fusion rolls back and goes on from): remember it, and stop at the
-# next step, never writing an output.
-_interrupted = False
-
-
-def interrupted() -> bool:
-    return _interrupted
-
-
-def reset_interrupted() -> None:
-    global _interrupted
-    _interrupted = False
-
-
-def _on_sigint(signum, frame):
-    global _interrupted
-    _interrupted = True
-    raise KeyboardInterrupt
-
-
-def _stop_if_interrupted() -> None:
-    if _interrupted:
-        raise KeyboardInterrupt
 
 
 def fusion_from_args(args) -> dict:

@@ -9,7 +9,7 @@ import tvm
 from ..errors import BrazeError, CodegenError, last_line
 from ..ir import Module
 from ..targets import Target
-from . import interrupts
+from .. import interrupts
 from .assemble import assemble, lowering_pipeline
 from .compiled import Compiled, build_kernels
 from .kernel import Kernel, primfunc
@@ -48,7 +48,7 @@ def build(module: Module, target: Target, on_group_failure=None, schedules: dict
     otherwise the CodegenError propagates. ``schedules`` pins a kernel's
     schedule: kernel name -> ``{"rule": NAME, "params": {...}}``; ``tuning_db``
     (a tuning.TuningDatabase) gives the kernels it has records for their
-    tuned schedules. Ctrl-C stays a KeyboardInterrupt (interrupts.py)."""
+    tuned schedules. Ctrl-C stays a KeyboardInterrupt (braze/interrupts.py)."""
     with interrupts.watch():
         return _build(module, target, on_group_failure, schedules, tuning_db)
 

@@ -30,7 +30,7 @@ from tvm.s_tir import dlight as dl
 from ..errors import BrazeError, CodegenError, last_line
 from ..ir import Module
 from ..targets import Target
-from . import interrupts
+from .. import interrupts
 from .assemble import assemble
 from .compiled import Compiled, build_kernels
 from .kernel import Kernel, primfunc

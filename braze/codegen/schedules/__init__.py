@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from tvm import s_tir, te
 
 from ...errors import BrazeError, ScheduleError, last_line
-from .. import interrupts
+from ... import interrupts
 from ..kernel import Kernel, compute
 from . import conv, depthwise, gemm, pointwise, winograd  # noqa: F401  (register the rules)
 from .generic import attach_to_consumers, schedule_generic

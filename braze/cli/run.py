@@ -40,27 +40,14 @@ def _run_arguments(s) -> None:
 
 def cmd_verify(args) -> int:
     from ..measure import compare, run_onnxruntime
+    from ..tools.reports import VerifyReport
 
     artifact = compile_from_args(args)
     inputs = _inputs_for(args, artifact.inputs)
-    rows = compare(artifact.run(inputs), run_onnxruntime(args.model, inputs))
-    groups = _verify_groups(args, inputs) if args.per_group else []
-    ok = all(r.max_rel <= args.tolerance for r in rows + groups)
-    if args.json:
-        data = {"ok": ok, "tolerance": args.tolerance, "outputs": [r.to_dict() for r in rows]}
-        if args.per_group:
-            data["groups"] = [g.to_dict() for g in groups]
-        print(json.dumps(data, indent=2))
-        return 0 if ok else 2
-    print(f"{'output':<24} {'max abs':>12} {'max rel':>12}")
-    for r in rows:
-        print(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}{'' if r.max_rel <= args.tolerance else '  FAIL'}")
-    if args.per_group:
-        print(f"\n{'fused group (vs the same ops unfused)':<48} {'max abs':>12} {'max rel':>12}")
-        for g in groups:
-            print(f"{g.name:<48} {g.max_abs:12.3e} {g.max_rel:12.3e}{'' if g.max_rel <= args.tolerance else '  DRIFTS'}")
-    print(f"{'ok' if ok else 'FAILED'}: tolerance {args.tolerance:g} relative to each output's scale")
-    return 0 if ok else 2
+    report = VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), args.tolerance,
+                          _verify_groups(args, inputs) if args.per_group else None)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.table())
+    return 0 if report.ok else 2
 
 
 def _verify_arguments(s) -> None:
@@ -121,41 +108,14 @@ def _bench_arguments(s) -> None:
 def cmd_profile(args) -> int:
     from ..measure import profile
     from ..runtime import load
+    from ..tools.reports import ProfileReport
 
     artifact = load(args.artifact)
     inputs = _inputs_for(args, artifact.inputs)
     theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
-    other = sum(ms for _, _, ms in unmatched)  # onnxruntime's time in nodes matched to no kernel
-    rows = profile(artifact, inputs, repeat=args.repeat)
-    kinds = {k["name"]: k for k in artifact.kernels}
-    total = sum(t for _, t in rows) or 1e-12
-    if args.json:
-        kernels = [{"kernel": n, "ms": t, "ops": kinds[n]["ops"], "nodes": kinds[n]["nodes"],
-                    **({"onnxruntime_ms": theirs.get(n)} if theirs is not None else {})} for n, t in rows]
-        if theirs is None:
-            print(json.dumps(kernels, indent=2))
-        else:
-            print(json.dumps({"kernels": kernels, "braze_ms": total,
-                              "onnxruntime_ms": sum(theirs.values()) + other,
-                              "onnxruntime_unmatched": [{"node": n, "op": op, "ms": ms} for n, op, ms in unmatched]},
-                             indent=2))
-        return 0
-    if theirs is None:
-        print(f"{'ms':>9} {'share':>6}  kernel")
-    else:
-        print(f"{'ms':>9} {'share':>6} {'ort ms':>8} {'ratio':>6}  kernel")
-    for name, t in sorted(rows, key=lambda r: -r[1])[: args.top]:
-        ort_cols = ""
-        if theirs is not None:
-            ms = theirs.get(name)
-            ort_cols = f" {ms:8.3f} {t / ms:6.2f}" if ms else f" {'-':>8} {'-':>6}"
-        print(f"{t:9.3f} {100 * t / total:5.1f}%{ort_cols}  {name}  [{', '.join(kinds[name]['ops'])}]")
-    print(f"{total:9.3f} 100.0%  total over {len(rows)} kernels")
-    if theirs is not None:
-        print(f"onnxruntime: {sum(theirs.values()) + other:.3f} ms over its nodes; {other:.3f} ms in nodes "
-              f"matched to no kernel" + (": " + ", ".join(f"{n} ({op}) {ms:.3f}" for n, op, ms in
-                                                         sorted(unmatched, key=lambda r: -r[2])[:5])
-                                         if unmatched else ""))
+    report = ProfileReport(profile(artifact, inputs, repeat=args.repeat), {k["name"]: k for k in artifact.kernels},
+                           theirs, unmatched)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.table(args.top))
     return 0
 
 

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -257,37 +256,10 @@ def bench(artifact_path: str, onnx_path: str, inputs: dict, threads: int, repeat
 
 # --- profile -------------------------------------------------------------------------------------------
 def profile(artifact, inputs: dict, repeat: int = 5) -> list[tuple[str, float]]:
-    """(kernel, median ms) for every kernel call, in execution order."""
-    import tvm
-
-    arrays = [tvm.runtime.tensor(a, artifact.device) for a in artifact.check_inputs(inputs)]
-    vm = artifact.vm
-    # a GPU returns before its kernels finish: wait for each one on a CUDA artifact
-    sync = artifact.device.sync if artifact.manifest["target"].get("kind") == "cuda" else (lambda: None)
-    samples: dict[str, list[float]] = {}
-    order: list[str] = []
-    start = {}
-
-    def instrument(func, symbol, before, ret, *args):
-        sync()
-        if before:
-            start[symbol] = time.perf_counter()
-        else:
-            if symbol not in samples:
-                samples[symbol] = []
-                order.append(symbol)
-            samples[symbol].append(time.perf_counter() - start[symbol])
-        return 0
-
-    vm["main"](*arrays)  # warm-up
-    vm.set_instrument(tvm.runtime.convert(instrument) if hasattr(tvm.runtime, "convert") else instrument)
-    try:
-        for _ in range(repeat):
-            vm["main"](*arrays)
-    finally:
-        vm.set_instrument(None)
+    """(kernel, median ms) for every kernel, in execution order."""
+    samples = artifact.kernel_times(inputs, repeat)
     names = {k["name"] for k in artifact.kernels}
-    return [(s, 1e3 * statistics.median(samples[s])) for s in order if s in names]
+    return [(s, 1e3 * statistics.median(times)) for s, times in samples.items() if s in names]
 
 
 # --- onnxruntime's per-node profile, attributed to braze's kernels ------------------------------------

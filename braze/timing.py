@@ -138,14 +138,7 @@ def _runner(engine: Engine, threads: int, inputs: dict):
         os.environ["TVM_NUM_THREADS"] = str(threads)  # before TVM starts its pool
         from .runtime import load
 
-        artifact = load(engine.source, spin=engine.spin)
-        arrays = artifact.check_inputs(inputs)
-        import tvm
-
-        device = artifact.device  # the GPU for a CUDA artifact: inputs live there, runs end with a sync
-        args = [tvm.runtime.tensor(a, device) for a in arrays]
-        fn = artifact.vm["main"]
-        return lambda: (fn(*args), device.sync())
+        return load(engine.source, spin=engine.spin).runner(inputs)
     if engine.kind == "onnxruntime":
         from .measure import ort_session
 

@@ -27,7 +27,7 @@ LAYERS = [
 
 #: Where each heavy third-party library may be imported (top-level names).
 LIBRARIES = {
-    "tvm": {"threads", "targets", "codegen", "runtime", "tools", "measure", "timing"},  # targets: LLVM's host CPU
+    "tvm": {"threads", "targets", "codegen", "runtime", "tools"},  # targets: LLVM's name and features of the host
     "tvm_ffi": {"codegen", "runtime"},
     "onnx": {"frontend", "backend", "tools", "measure", "cli"},
     "onnxruntime": {"measure", "tools"},

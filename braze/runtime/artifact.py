@@ -135,24 +135,57 @@ class Artifact:
         values = [result] if len(self.outputs) == 1 else list(result)
         return {spec["name"]: v.numpy() for spec, v in zip(self.outputs, values)}
 
-    def time_run(self, inputs: dict, repeat: int = 10, warmup: int = 2) -> list[float]:
-        """Seconds per run, ``repeat`` times after ``warmup`` runs."""
-        arrays = self.check_inputs(inputs)
+    def runner(self, inputs: dict):
+        """A function that runs the model once on ``inputs``, already on the
+        device, and returns when it is done (a GPU returns before its kernels
+        finish: it waits for them): what timing loops call."""
         import tvm
 
         device = self.device
-        args = [tvm.runtime.tensor(a, device) for a in arrays]
+        args = [tvm.runtime.tensor(a, device) for a in self.check_inputs(inputs)]
         main = self.vm["main"]
+        return lambda: (main(*args), device.sync())
+
+    def time_run(self, inputs: dict, repeat: int = 10, warmup: int = 2) -> list[float]:
+        """Seconds per run, ``repeat`` times after ``warmup`` runs."""
+        run = self.runner(inputs)
         for _ in range(warmup):
-            main(*args)
-        device.sync()
+            run()
         times = []
         for _ in range(repeat):
             t0 = time.perf_counter()
-            main(*args)
-            device.sync()  # a GPU returns before its kernels finish
+            run()
             times.append(time.perf_counter() - t0)
         return times
+
+    def kernel_times(self, inputs: dict, repeat: int = 5) -> dict[str, list[float]]:
+        """Seconds of every kernel call over ``repeat`` runs (after one warm-up),
+        by kernel symbol in the order they first ran, from the VM's
+        instrumentation hook (each kernel waited for on a GPU)."""
+        import tvm
+
+        arrays = [tvm.runtime.tensor(a, self.device) for a in self.check_inputs(inputs)]
+        vm = self.vm
+        sync = self.device.sync if self._on_gpu else (lambda: None)
+        samples: dict[str, list[float]] = {}
+        start = {}
+
+        def instrument(func, symbol, before, ret, *args):
+            sync()
+            if before:
+                start[symbol] = time.perf_counter()
+            else:
+                samples.setdefault(symbol, []).append(time.perf_counter() - start[symbol])
+            return 0
+
+        vm["main"](*arrays)  # warm-up
+        vm.set_instrument(tvm.runtime.convert(instrument) if hasattr(tvm.runtime, "convert") else instrument)
+        try:
+            for _ in range(repeat):
+                vm["main"](*arrays)
+        finally:
+            vm.set_instrument(None)
+        return samples
 
     # --- saving and loading ------------------------------------------------------------------
     def save(self, path: str) -> str:

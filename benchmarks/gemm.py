@@ -8,8 +8,8 @@ The peak: an FMA-throughput loop that braze builds with TVM for the target
 chained ``PEAK_DEPTH`` deep per statement) on as many independent vector
 accumulators as the register file holds less four (12 with AVX2's 16
 registers, 28 with AVX-512's 32: more than the FMA latency x units needs),
-no memory traffic; the printed count of FMA instructions in the loop
-checks that LLVM kept it that way. Its rate, 2 FLOP per lane
+no memory traffic; the count of FMA instructions in the kernel's assembly
+(gemm.json's ``fma_instructions``) checks that LLVM kept it that way. Its rate, 2 FLOP per lane
 per FMA, median of several calls, is what the FMA units reach at the clock
 the cores really run (turbo, thermal and the VM's share included). A
 shared VM's clock moves by a third from minute to minute (measured on Zen 3:
@@ -38,7 +38,6 @@ import json
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -103,7 +102,7 @@ def _peak_worker(target_spec: str, threads: int, repeat: int, conn) -> None:
         conn.send(("ok", {"what": f"FMA loop: {threads} threads x {accumulators} accumulators x {lanes} lanes, "
                                   f"{PEAK_ITERATIONS} x {PEAK_DEPTH} FMAs, median of {repeat}",
                           "gflops": flop / seconds / 1e9, "lanes": lanes, "accumulators": accumulators,
-                          "fma_units": units, "fma_instructions_in_loop": fmas,
+                          "fma_units": units, "fma_instructions": fmas,
                           "ghz": flop / seconds / 1e9 / threads / (2 * lanes * units)}))
     except BaseException as e:  # report, never hang the parent
         conn.send(("error", f"{type(e).__name__}: {e}"))

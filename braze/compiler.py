@@ -6,13 +6,13 @@ import dataclasses
 import os
 import time
 
-from .version import __version__
 from .ir import print_module
 from .passes import PassManager
 from .runtime import cache as runtime_cache
 from .runtime.artifact import FORMAT, Artifact, tvm_version
 from .targets import get_target
 from .targets.isa import requirements
+from .version import __version__
 
 #: What every compile runs before fusion and codegen.
 PREPARE = "canonicalize,cse,dce"

@@ -41,10 +41,7 @@ def _layer(top: str) -> int:
 def _modules():
     for path in sorted(ROOT.rglob("*.py")):
         parts = list(path.relative_to(ROOT).with_suffix("").parts)
-        package = parts if parts[-1] == "__init__" else parts[:-1]
-        if parts[-1] == "__init__":
-            package = parts[:-1]
-        yield path, parts, package
+        yield path, parts, parts[:-1]  # a module's package; for __init__.py, the package itself
 
 
 def _imports(path: Path, package: list[str]):

@@ -7,8 +7,8 @@ import os
 import sys
 
 from .. import interrupts
-from .common import (Command, _progress, _write_text, atomic, compile_from_args, compile_options,
-                     fusion_from_args, positive_int, schedule_pins, tuning_db_option)
+from .common import (Command, _progress, _write_text, atomic, build_options, compile_from_args, compile_options,
+                     fusion_from_args, positive_int)
 
 
 def cmd_compile(args) -> int:
@@ -34,9 +34,7 @@ def cmd_compile(args) -> int:
 
 
 def _compile_arguments(s) -> None:
-    compile_options(s)
-    schedule_pins(s)
-    tuning_db_option(s)
+    build_options(s)
     s.add_argument("-o", "--output", required=True, help="artifact folder, e.g. model.braze")
     s.add_argument("--fusion-result", metavar="FILE.json",
                    help="also write per-rule match_times/effect_times, as the Ascend graph engine's fusion_result.json")

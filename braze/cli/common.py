@@ -198,3 +198,10 @@ def schedule_pins(s):
 def tuning_db_option(s):
     s.add_argument("--tuning-db", metavar="DIR",
                    help="tuned schedules from `braze tune`: kernels with a record use them (docs/performance.md)")
+
+
+def build_options(s) -> None:
+    """What a command that builds takes: the compile options, pinned schedules, a tuning database."""
+    compile_options(s)
+    schedule_pins(s)
+    tuning_db_option(s)

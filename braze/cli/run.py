@@ -8,8 +8,8 @@ from collections import Counter
 
 from ..errors import BrazeError, InputError, first_line
 from ..version import __version__
-from .common import (Command, _inputs_for, _progress, atomic, compile_from_args, compile_options, demo_model_path,
-                     fusion_from_args, positive_int, schedule_pins, spin_option, tuning_db_option)
+from .common import (Command, _inputs_for, _progress, atomic, build_options, compile_from_args, demo_model_path,
+                     fusion_from_args, positive_int, spin_option)
 
 
 def cmd_run(args) -> int:
@@ -51,9 +51,7 @@ def cmd_verify(args) -> int:
 
 
 def _verify_arguments(s) -> None:
-    compile_options(s)
-    schedule_pins(s)
-    tuning_db_option(s)
+    build_options(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |output|max)")
     s.add_argument("--per-group", action="store_true",
@@ -87,9 +85,7 @@ def cmd_bench(args) -> int:
 
 
 def _bench_arguments(s) -> None:
-    compile_options(s)
-    schedule_pins(s)
-    tuning_db_option(s)
+    build_options(s)
     s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--repeat", type=positive_int, default=50,

@@ -59,16 +59,12 @@ def worst(largest: bool, of: str):
     return tirx.min_value(of) if largest else tirx.max_value(of)
 
 
-def _isnan(v, of: str):
-    return is_nan(v)
-
-
 def extreme(largest: bool, of: str):
     """A max (or min) reducer for element type ``of`` in which NaN wins, in
     any order (te.max lets NaN through or not depending on the order)."""
     def combine(a, b):
         beats = a > b if largest else a < b
-        return tirx.Select(tirx.any(beats, _isnan(a, of)) if "float" in of else beats, a, b)
+        return tirx.Select(tirx.any(beats, is_nan(a)) if "float" in of else beats, a, b)
 
     return te.comm_reducer(combine, lambda t: worst(largest, of), name="max" if largest else "min")
 
@@ -82,8 +78,8 @@ def _arg_extreme(largest: bool, of: str, last: bool):
         (li, lv), (ri, rv) = lhs, rhs
         beats, same = (lv > rv if largest else lv < rv), lv == rv
         if floating:
-            beats = tirx.any(beats, tirx.all(_isnan(lv, of), tirx.Not(_isnan(rv, of))))
-            same = tirx.any(same, tirx.all(_isnan(lv, of), _isnan(rv, of)))
+            beats = tirx.any(beats, tirx.all(is_nan(lv), tirx.Not(is_nan(rv))))
+            same = tirx.any(same, tirx.all(is_nan(lv), is_nan(rv)))
         take = tirx.any(beats, tirx.all(same, li > ri if last else li < ri))
         return tirx.Select(take, li, ri), tirx.Select(take, lv, rv)
 

@@ -32,7 +32,8 @@ def codegen_fingerprint() -> str:
 
 def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
             progress=None, cache_dir: str | None = None, schedules: dict | None = None,
-            tuning_db: str | None = None, **controls) -> Artifact:
+            tuning_db: str | None = None, dynamic_batch=None, dynamic_dims=None, gears=None,
+            pad_batch: bool = False, **controls) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
@@ -47,6 +48,14 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     their tuned schedules (docs/performance.md). The fusion controls may
     also come as keywords (``no_fuse=["Slice"], strict_rules=True``), over
     those of ``fusion``.
+
+    Gears (docs/usage.md, "Dynamic shapes"): ``dynamic_batch="1,2,4,8"``,
+    ``dynamic_dims="B=1,4;S=32,64"`` or ``gears="B=1,S=32;B=4,S=128"``
+    compile one graph per binding of the model's dynamic dimensions into one
+    artifact, which runs the gear its inputs' shapes match. ``pad_batch``
+    (with ``dynamic_batch``): a batch between gears runs on the next larger
+    gear, padded; allowed only where braze proves the model keeps the
+    samples apart (passes/batch.py), else a DynamicShapeError says why not.
     """
     from .frontend import import_onnx
 
@@ -54,10 +63,53 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
         fusion = _with_controls(fusion, controls)
 
     started = time.perf_counter()
-    (progress or _quiet)("importing")
-    module = import_onnx(model, input_shapes)
-    return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
-                          started, schedules, tuning_db)
+    say = progress or _quiet
+    say("importing")
+    if dynamic_batch is None and dynamic_dims is None and gears is None:
+        if pad_batch:
+            from .errors import DynamicShapeError
+
+            raise DynamicShapeError("--pad-batch pads up to a larger gear: give the gears with --dynamic-batch")
+        module = import_onnx(model, input_shapes)
+        return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
+                              started, schedules, tuning_db)
+    from .errors import DynamicShapeError
+    from .frontend.gears import gear_shapes, parse_gears
+    from .frontend.importer import load_model
+
+    if input_shapes:
+        raise DynamicShapeError("--input-shape binds one shape; with gears, the gears bind the dynamic dimensions")
+    proto = load_model(model)
+    found = parse_gears(proto, dynamic_batch, dynamic_dims, gears)
+    modules = [(g, import_onnx(proto, gear_shapes(proto, g))) for g in found]
+    axes = _pad_batch_axes(proto, found, dynamic_batch) if pad_batch else None
+    artifact = _compile(modules, target, level, fusion, threads, progress, cache_dir, _model_name(model), started,
+                        schedules, tuning_db)
+    if axes is not None:
+        artifact.manifest["pad_batch"] = {"output_axes": axes}
+    return artifact
+
+
+def _pad_batch_axes(proto, gears, dynamic_batch) -> list[int]:
+    """The batch axis of every output, if braze proves the model keeps the
+    samples of a batch apart (checked on the largest gear); else a
+    DynamicShapeError with the reason."""
+    from .errors import DynamicShapeError
+    from .frontend import import_onnx
+    from .frontend.gears import gear_shapes
+    from .passes.batch import Mixes, batch_outputs
+
+    if dynamic_batch is None:
+        raise DynamicShapeError("--pad-batch pads the leading dimension of every input: give the gears with "
+                                "--dynamic-batch")
+    largest = max(gears, key=lambda g: g.to_dict()["batch"])
+    module = import_onnx(proto, gear_shapes(proto, largest))
+    PassManager.parse(PREPARE).run(module)
+    try:
+        return batch_outputs(module.main)
+    except Mixes as e:
+        raise DynamicShapeError(f"--pad-batch refused: braze cannot prove that the model keeps the samples of a "
+                                f"batch apart: {e}. Compile a gear for every batch size instead") from None
 
 
 def pipeline(level: int = 0, fusion=None, target=None) -> PassManager:
@@ -132,16 +184,26 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
                    cache_dir: str | None = None, name: str = "model", started: float | None = None,
                    schedules: dict | None = None, tuning_db: str | None = None) -> Artifact:
     """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)."""
-    from .codegen import build
+    return _compile([(None, module)], target, level, fusion, threads, progress, cache_dir, name, started,
+                    schedules, tuning_db)
+
+
+def _compile(modules, target, level, fusion, threads, progress, cache_dir, name, started, schedules,
+             tuning_db) -> Artifact:
+    """``modules``: ``[(gear or None, Module), ...]``, one Relax function each
+    (``main`` for the first; ``gear<i>`` for the others)."""
+    from .codegen.build import build_gears
     from .frontend import onnx_version
 
     say = progress or _quiet
     started = started or time.perf_counter()
     tgt = get_target(target, threads)
     tuned = _tuning_database(tuning_db, tgt)
-    pm = pipeline(level, fusion, tgt)
-    say(f"running {pm}")
-    pm.run(module)
+    for gear, module in modules:
+        pm = pipeline(level, fusion, tgt)
+        say(f"running {pm}" + (f" on gear {gear.name}" if gear else ""))
+        pm.run(module)
+    module = modules[0][1]
     ir_text = print_module(module)
     cache = runtime_cache.cache_dir(cache_dir)
     if schedules:  # checked before the build; kN names become full names
@@ -154,18 +216,25 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
         settings = {"target": tgt.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version(),
                     "schedules": schedules or {}, "codegen": codegen_fingerprint(),
                     "tuning": tuned.fingerprint() if tuned else None}
+        if len(modules) > 1:
+            settings["gears"] = [(gear.name, print_module(m)) for gear, m in modules]
         key = runtime_cache.cache_key(ir_text, module.blobs, settings)
         hit = runtime_cache.lookup(cache, key)
         if hit is not None:
             say("reusing a cached build")
             return hit
     say("building kernels with TVM")
+
+    def on_failure(report):
+        return lambda kernel, error: _split_group(kernel, error, report, say)
+
+    entries = [("main" if i == 0 else f"gear{i}", m, on_failure(m.fusion_report)) for i, (_, m) in enumerate(modules)]
+    compiled = build_gears(entries, tgt, schedules=schedules, tuning_db=tuned)
+    for (fname, m, _) in entries:
+        if m.fusion_report is not None:
+            m.fusion_report.kernels = len(compiled.functions[fname])
     report = module.fusion_report
-    compiled = build(module, tgt, on_group_failure=lambda kernel, error: _split_group(kernel, error, report, say),
-                     schedules=schedules, tuning_db=tuned)
-    if report is not None:
-        report.kernels = len(compiled.kernels)
-        ir_text = print_module(module)  # a group split back changes the final IR
+    ir_text = print_module(module)  # a group split back changes the final IR
     estimate = _estimate(module, tgt)  # on the final module: one per built kernel, in order
     if estimate is not None and report is not None:
         report.estimate = estimate.to_dict()
@@ -194,6 +263,9 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
                                                    "total_us": round(estimate.total_us, 3)},
         "compile_seconds": round(time.perf_counter() - started, 3),
     }
+    if modules[0][0] is not None:
+        manifest["gears"] = [_gear_entry(gear, fname, m, compiled.functions[fname])
+                             for (gear, _), (fname, m, _) in zip(modules, entries)]
     if estimate is not None:
         for entry, k in zip(manifest["kernels"], estimate.kernels):
             entry["estimate_us"] = round(k.estimate_us, 4)
@@ -201,6 +273,15 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
     if cache:
         runtime_cache.store(cache, key, artifact)
     return artifact
+
+
+def _gear_entry(gear, function: str, module, kernels: list[str]) -> dict:
+    func = module.main
+    return {"name": gear.name, "dims": gear.to_dict(), "function": function,
+            "inputs": [_spec(a.name, a.type) for a in func.args],
+            "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
+            "kernels": kernels,
+            "fusion": module.fusion_report.to_dict() if module.fusion_report is not None else None}
 
 
 def _tuning_database(path, target):

@@ -12,7 +12,8 @@ through the build cache (``cache_dir``: ``BRAZE_CACHE_DIR`` or
 ``~/.cache/braze/builds``; ``cache_dir=False`` compiles afresh), so a second
 session on the same model and options loads the earlier build. A path to a
 saved artifact (a ``.braze`` folder) is loaded. braze's own options
-(``target``, ``level``, ``fusion``, ``input_shapes``, ``threads``) are
+(``target``, ``level``, ``fusion``, ``input_shapes``, ``threads``, and
+the gears: ``dynamic_batch``, ``dynamic_dims``, ``gears``, ``pad_batch``) are
 keywords; onnxruntime's ``sess_options`` gives the threads
 (``intra_op_num_threads``) and ``providers`` is accepted and ignored (the
 target decides where the kernels run).
@@ -59,7 +60,7 @@ class InferenceSession:
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *,
                  target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
-                 cache_dir: str | bool | None = None):
+                 cache_dir: str | bool | None = None, **gears):
         if threads is None and sess_options is not None:
             threads = getattr(sess_options, "intra_op_num_threads", 0) or None
         if _is_artifact(path_or_bytes):
@@ -73,8 +74,11 @@ class InferenceSession:
 
             cache = None if cache_dir is False else (cache_dir or os.environ.get("BRAZE_CACHE_DIR")
                                                      or default_cache_dir())
+            unknown = sorted(set(gears) - {"dynamic_batch", "dynamic_dims", "gears", "pad_batch"})
+            if unknown:
+                raise TypeError(f"InferenceSession got unexpected keyword argument(s) {', '.join(unknown)}")
             self._artifact = braze_compile(path_or_bytes, target=target, level=level, fusion=fusion,
-                                           input_shapes=input_shapes, threads=threads, cache_dir=cache)
+                                           input_shapes=input_shapes, threads=threads, cache_dir=cache, **gears)
         self._providers = list(providers or [])
 
     @property

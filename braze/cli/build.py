@@ -7,8 +7,9 @@ import os
 import sys
 
 from .. import interrupts
+from ..errors import InputError
 from .common import (Command, _progress, _write_text, atomic, build_options, compile_from_args, compile_options,
-                     fusion_from_args, positive_int)
+                     fusion_from_args, gear_bindings, gear_options, positive_int)
 
 
 def cmd_compile(args) -> int:
@@ -19,7 +20,13 @@ def cmd_compile(args) -> int:
     interrupts.stop_if_received()
     path = artifact.save(args.output)
     m = artifact.manifest
-    print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")
+    if artifact.gears:
+        calls = sum(len(g["kernels"]) for g in artifact.gears)
+        print(f"wrote {path}: {len(artifact.gears)} gears ({', '.join(g['name'] for g in artifact.gears)}), "
+              f"{len(m['kernels'])} kernels built for their {calls} ({calls - len(m['kernels'])} shared), "
+              f"compiled in {m['compile_seconds']:.1f}s")
+    else:
+        print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {m['compile_seconds']:.1f}s")
     if args.fusion_result:
         from ..passes.fusion.explain import fusion_result
 
@@ -43,7 +50,18 @@ def _compile_arguments(s) -> None:
 def cmd_explain(args) -> int:
     from ..compiler import fuse_only
 
-    module, report = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target)
+    bindings = gear_bindings(args)
+    if len(bindings) > 1:  # a report per gear
+        if args.dot or args.html:
+            raise InputError("--dot and --html draw one shape: give it with --input-shape")
+        reports = {name: fuse_only(args.model, args.level, fusion_from_args(args), shapes, args.target)[1]
+                   for name, shapes in bindings}
+        if args.json:
+            print(json.dumps({"gears": {n: r.to_dict() for n, r in reports.items()}}, indent=2))
+        else:
+            print("\n\n".join(f"gear {n}\n{r.table()}" for n, r in reports.items()))
+        return 0
+    module, report = fuse_only(args.model, args.level, fusion_from_args(args), bindings[0][1], args.target)
     if args.dot or args.html:
         from ..passes.fusion import draw
 
@@ -60,6 +78,7 @@ def cmd_explain(args) -> int:
 
 def _explain_arguments(s) -> None:
     compile_options(s)
+    gear_options(s, pad=False)
     s.add_argument("--json", action="store_true", help="the record as JSON (stable keys)")
     s.add_argument("--dot", metavar="FILE", help="write the fused graph as Graphviz DOT")
     s.add_argument("--html", metavar="FILE", help="write the fused graph as a self-contained HTML page")
@@ -68,18 +87,25 @@ def _explain_arguments(s) -> None:
 def cmd_kernels(args) -> int:
     from ..tools.experiment import kernels, kernels_table
 
-    found = kernels(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, args.threads)
-    if args.sort != "order":
-        found = sorted(found, key=lambda k: -getattr(k, args.sort))
-    if args.json:
-        print(json.dumps([k.to_dict() for k in found], indent=2))
+    listings = {}
+    for name, shapes in gear_bindings(args):
+        found = kernels(args.model, args.level, fusion_from_args(args), shapes, args.target, args.threads)
+        if args.sort != "order":
+            found = sorted(found, key=lambda k: -getattr(k, args.sort))
+        listings[name] = found
+    if None in listings:  # one shape
+        found = listings[None]
+        print(json.dumps([k.to_dict() for k in found], indent=2) if args.json else kernels_table(found))
+    elif args.json:
+        print(json.dumps({"gears": {n: [k.to_dict() for k in found] for n, found in listings.items()}}, indent=2))
     else:
-        print(kernels_table(found))
+        print("\n\n".join(f"gear {n}\n{kernels_table(found)}" for n, found in listings.items()))
     return 0
 
 
 def _kernels_arguments(s) -> None:
     compile_options(s, model_help="ONNX file (fused and planned, not built) or artifact folder")
+    gear_options(s, pad=False)
     s.add_argument("--sort", choices=("order", "flops", "bytes"), default="order",
                    help="list order (default: execution order)")
     s.add_argument("--json", action="store_true", help="a list of {name, ops, kind, anchor, inputs, outputs, "

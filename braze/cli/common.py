@@ -112,7 +112,10 @@ def compile_from_args(args):
     return braze_compile(args.model, target=args.target, level=args.level, fusion=fusion_from_args(args),
                          input_shapes=args.input_shape, threads=getattr(args, "threads", None),
                          progress=_progress(not args.quiet), schedules=schedules_from_args(args),
-                         tuning_db=getattr(args, "tuning_db", None))
+                         tuning_db=getattr(args, "tuning_db", None),
+                         dynamic_batch=getattr(args, "dynamic_batch", None),
+                         dynamic_dims=getattr(args, "dynamic_dims", None), gears=getattr(args, "gears", None),
+                         pad_batch=bool(getattr(args, "pad_batch", False)))
 
 
 def schedules_from_args(args) -> dict | None:
@@ -135,6 +138,28 @@ def _inputs_for(args, specs):
     from ..measure import load_inputs, random_inputs
 
     return load_inputs(args.inputs) if args.inputs else random_inputs(specs)
+
+
+def gear_inputs(artifact, name: str | None) -> list[dict]:
+    """The input specs of the gear named ``name`` (``--gear``; the first
+    gear when None), or the artifact's inputs when it has no gears."""
+    from ..errors import InputError
+
+    if not artifact.gears:
+        if name is not None:
+            raise InputError(f"--gear {name}: this artifact has no gears (it was compiled for one shape)")
+        return artifact.inputs
+    if name is None:
+        return artifact.gears[0]["inputs"]
+    for gear in artifact.gears:
+        if gear["name"] == name:
+            return gear["inputs"]
+    raise InputError(f"--gear {name}: no such gear (the gears: {', '.join(g['name'] for g in artifact.gears)})")
+
+
+def gear_option(s) -> None:
+    s.add_argument("--gear", metavar="NAME", help="with gears: the gear whose shapes random inputs take, "
+                   "e.g. batch=4 or B=1,S=32 (default: the first)")
 
 
 def demo_model_path(name: str) -> str:
@@ -201,7 +226,43 @@ def tuning_db_option(s):
 
 
 def build_options(s) -> None:
-    """What a command that builds takes: the compile options, pinned schedules, a tuning database."""
+    """What a command that builds takes: the compile options, gears, pinned schedules, a tuning database."""
     compile_options(s)
+    gear_options(s)
     schedule_pins(s)
     tuning_db_option(s)
+
+
+def gear_bindings(args) -> list[tuple[str | None, object]]:
+    """``[(gear name, input shapes), ...]`` for the gear options given (one
+    per gear), else ``[(None, --input-shape's bindings)]``: what the
+    commands that plan without building (explain, kernels) report on."""
+    spec = {"dynamic_batch": getattr(args, "dynamic_batch", None),
+            "dynamic_dims": getattr(args, "dynamic_dims", None), "gears": getattr(args, "gears", None)}
+    if all(v is None for v in spec.values()):
+        return [(None, args.input_shape)]
+    from ..errors import DynamicShapeError
+    from ..frontend.gears import gear_shapes, parse_gears
+    from ..frontend.importer import load_model
+
+    if args.input_shape:
+        raise DynamicShapeError("--input-shape binds one shape; with gears, the gears bind the dynamic dimensions")
+    if os.path.isdir(args.model):
+        raise DynamicShapeError(f"{args.model}: gear options plan an ONNX model; an artifact lists its gears' "
+                                "kernels in its manifest (manifest.json, gears[].kernels)")
+    proto = load_model(args.model)
+    return [(g.name, gear_shapes(proto, g)) for g in parse_gears(proto, **spec)]
+
+
+def gear_options(s, pad: bool = True) -> None:
+    g = s.add_argument_group("dynamic shapes: gears (docs/usage.md, \"Dynamic shapes\"); one of")
+    g.add_argument("--dynamic-batch", metavar="1,2,4,8", help="one gear per value of every input's leading dimension")
+    g.add_argument("--dynamic-dims", metavar="B=1,4;S=32,64",
+                   help="named dynamic dimensions; one gear per combination of the values")
+    g.add_argument("--gears", metavar="B=1,S=32;B=4,S=128", help="the combinations themselves")
+    if not pad:
+        return
+    g.add_argument("--pad-batch", action="store_true",
+                   help="with --dynamic-batch: run a batch between gears on the next larger gear, padded, and "
+                        "slice the padding off the outputs (refused, with the reason, unless braze proves the "
+                        "model keeps samples apart)")

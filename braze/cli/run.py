@@ -9,7 +9,7 @@ from collections import Counter
 from ..errors import BrazeError, InputError, first_line
 from ..version import __version__
 from .common import (Command, _inputs_for, _progress, atomic, build_options, compile_from_args, demo_model_path,
-                     fusion_from_args, positive_int, spin_option)
+                     fusion_from_args, gear_inputs, gear_option, positive_int, spin_option)
 
 
 def cmd_run(args) -> int:
@@ -43,11 +43,26 @@ def cmd_verify(args) -> int:
     from ..tools.reports import VerifyReport
 
     artifact = compile_from_args(args)
-    inputs = _inputs_for(args, artifact.inputs)
-    report = VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), args.tolerance,
-                          _verify_groups(args, inputs) if args.per_group else None)
-    print(json.dumps(report.to_dict(), indent=2) if args.json else report.table())
-    return 0 if report.ok else 2
+    if artifact.gears and args.per_group:
+        raise InputError("--per-group checks one shape; compile it with --input-shape for the gear to check")
+    if not artifact.gears or args.inputs:
+        inputs = _inputs_for(args, artifact.inputs)
+        gear = artifact.gear_for(inputs)
+        report = VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), args.tolerance,
+                              _verify_groups(args, inputs) if args.per_group else None)
+        reports = {gear["name"] if gear else "": report}
+    else:  # every gear, on random inputs of its shapes
+        reports = {}
+        for gear in artifact.gears:
+            inputs = _inputs_for(args, gear["inputs"])
+            reports[gear["name"]] = VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)),
+                                                 args.tolerance)
+    if args.json:
+        data = reports[""].to_dict() if "" in reports else {"gears": {n: r.to_dict() for n, r in reports.items()}}
+        print(json.dumps(data, indent=2))
+    else:
+        print("\n\n".join((f"gear {name}\n" if name else "") + r.table() for name, r in reports.items()))
+    return 0 if all(r.ok for r in reports.values()) else 2
 
 
 def _verify_arguments(s) -> None:
@@ -78,7 +93,7 @@ def cmd_bench(args) -> int:
         if not onnx_path:
             raise BrazeError("benchmarking an artifact needs the ONNX model to compare with: --onnx MODEL.onnx")
     threads = args.threads or os.cpu_count()
-    r = bench(path, onnx_path, _inputs_for(args, artifact.inputs), threads, repeat=args.repeat,
+    r = bench(path, onnx_path, _inputs_for(args, gear_inputs(artifact, args.gear)), threads, repeat=args.repeat,
               phases=args.phases, self_check=args.self_check, spin=args.spin, processes=args.processes)
     print(json.dumps(r.to_dict(), indent=2) if args.json else r.table())
     return 0 if r.controls_ok else 2
@@ -88,6 +103,7 @@ def _bench_arguments(s) -> None:
     build_options(s)
     s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    gear_option(s)
     s.add_argument("--repeat", type=positive_int, default=50,
                    help="timed runs per engine, spread over the phases (default 50)")
     s.add_argument("--phases", type=positive_int, default=10,
@@ -107,7 +123,7 @@ def cmd_profile(args) -> int:
     from ..tools.reports import ProfileReport
 
     artifact = load(args.artifact)
-    inputs = _inputs_for(args, artifact.inputs)
+    inputs = _inputs_for(args, gear_inputs(artifact, args.gear))
     theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
     report = ProfileReport(profile(artifact, inputs, repeat=args.repeat), {k["name"]: k for k in artifact.kernels},
                            theirs, unmatched)
@@ -119,6 +135,7 @@ def _profile_arguments(s) -> None:
     s.add_argument("artifact")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--repeat", type=positive_int, default=5)
+    gear_option(s)
     s.add_argument("--top", type=int, default=25, help="show the N slowest kernels")
     s.add_argument("--onnx", metavar="MODEL.onnx",
                    help="also profile onnxruntime on the same inputs and threads, and give each kernel "

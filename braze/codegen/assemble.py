@@ -1,6 +1,9 @@
-"""The whole model as a Relax ``main`` that calls each kernel with call_tir."""
+"""The whole model as a Relax ``main`` that calls each kernel with call_tir
+(or one such function per gear, sharing kernels and weights)."""
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import tvm
@@ -16,36 +19,62 @@ def _sinfo(v: Value):
 
 
 def assemble(module: Module, kernels: list[Kernel], primfuncs: dict[str, "tvm.tirx.PrimFunc"]) -> tvm.IRModule:
-    func = module.main
+    """The model as one Relax function, ``main``."""
+    return assemble_functions([("main", module, kernels)], primfuncs)
+
+
+def assemble_functions(functions: list[tuple[str, Module, list[Kernel]]],
+                       primfuncs: dict[str, "tvm.tirx.PrimFunc"]) -> tvm.IRModule:
+    """One Relax function per ``(name, module, kernels)`` (a gear each, or
+    just ``main``), all in one IRModule: a kernel several functions call is
+    added once, and a constant (a weight, packed or not) with the same bytes
+    is one constant, stored once in the executable."""
     bb = relax.BlockBuilder()
+    constants: dict[tuple, relax.Constant] = {}
+    added: dict[str, relax.GlobalVar] = {}
+
+    def constant(data: np.ndarray, dtype: str) -> relax.Constant:
+        data = np.ascontiguousarray(data).reshape(np.shape(data))  # (ascontiguousarray makes 0-d 1-d)
+        key = (data.dtype.str, data.shape, hashlib.sha256(data.tobytes()).hexdigest())
+        if key not in constants:
+            constants[key] = relax.const(data, dtype)
+        return constants[key]
+
+    for name, module, kernels in functions:
+        _function(bb, name, module, kernels, primfuncs, added, constant)
+    return bb.get()
+
+
+def _function(bb, name: str, module: Module, kernels: list[Kernel], primfuncs, added, constant) -> None:
+    func = module.main
     params = [relax.Var(f"in{i}", _sinfo(a)) for i, a in enumerate(func.args)]
     env: dict[int, relax.Expr] = {id(a): p for a, p in zip(func.args, params)}
+
+    def weights(op) -> np.ndarray:
+        data = const_array(op, module)
+        if data is None:
+            raise CodegenError(f"constant {op.attributes['value']} has no data (weights not loaded)")
+        return np.asarray(data)
 
     def expr(v: Value) -> relax.Expr:
         if id(v) not in env:
             op = v.owner
             if op is None or op.name != "const":
                 raise CodegenError(f"value {v} is used before any kernel computes it")
-            data = const_array(op, module)
-            if data is None:
-                raise CodegenError(f"constant {op.attributes['value']} has no data (weights not loaded)")
-            env[id(v)] = relax.const(np.ascontiguousarray(data).reshape(data.shape), TVM_DTYPES[v.type.dtype])
+            env[id(v)] = constant(weights(op), TVM_DTYPES[v.type.dtype])
         return env[id(v)]
 
     def packed(k: Kernel, index: int, v: Value) -> relax.Expr:
-        packing = k.packings[index]
-        data = const_array(v.owner, module)
-        if data is None:
-            raise CodegenError(f"constant {v.owner.attributes['value']} has no data (weights not loaded)")
-        return relax.const(np.ascontiguousarray(packing.pack(np.asarray(data))), TVM_DTYPES[v.type.dtype])
+        return constant(k.packings[index].pack(weights(v.owner)), TVM_DTYPES[v.type.dtype])
 
-    with bb.function("main", params):
+    with bb.function(name, params):
         with bb.dataflow():
             for k in kernels:
-                gv = bb.add_func(primfuncs[k.name], k.name)
+                if k.name not in added:
+                    added[k.name] = bb.add_func(primfuncs[k.name], k.name)
                 out = [_sinfo(v) for v in k.returns]
                 args = [packed(k, i, v) if i in k.packings else expr(v) for i, v in enumerate(k.args)]
-                call = bb.emit(relax.call_tir(gv, args, out if len(out) > 1 else out[0]))
+                call = bb.emit(relax.call_tir(added[k.name], args, out if len(out) > 1 else out[0]))
                 if len(out) == 1:
                     env[id(k.returns[0])] = call
                 else:
@@ -54,7 +83,6 @@ def assemble(module: Module, kernels: list[Kernel], primfuncs: dict[str, "tvm.ti
             outputs = [expr(v) for v in func.outputs]
             result = bb.emit_output(relax.Tuple(outputs) if len(outputs) != 1 else outputs[0])
         bb.emit_func_output(result)
-    return bb.get()
 
 
 def lowering_pipeline(target: tvm.target.Target) -> tvm.transform.Pass:

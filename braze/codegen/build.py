@@ -10,8 +10,9 @@ from ..errors import BrazeError, CodegenError, last_line
 from ..ir import Module
 from ..targets import Target
 from .. import interrupts
-from .assemble import assemble, lowering_pipeline
-from .compiled import Compiled, build_kernels
+from .assemble import assemble_functions, lowering_pipeline
+from .compiled import Compiled, build_functions, distinct
+from .gears import agree_packings
 from .kernel import Kernel, primfunc
 from .schedules import ScheduleWarning, schedule_kernel
 from .target import tvm_target
@@ -49,33 +50,47 @@ def build(module: Module, target: Target, on_group_failure=None, schedules: dict
     schedule: kernel name -> ``{"rule": NAME, "params": {...}}``; ``tuning_db``
     (a tuning.TuningDatabase) gives the kernels it has records for their
     tuned schedules. Ctrl-C stays a KeyboardInterrupt (braze/interrupts.py)."""
+    return build_gears([("main", module, on_group_failure)], target, schedules, tuning_db)
+
+
+def build_gears(gears: list[tuple[str, Module, object]], target: Target, schedules: dict | None = None,
+                tuning_db=None) -> Compiled:
+    """``build`` for several modules, one Relax function each: ``gears`` is
+    ``[(function name, module, on_group_failure), ...]``. Kernels identical
+    between gears are built and stored once, and so are the weights
+    (compiled.build_functions, assemble.assemble_functions)."""
     with interrupts.watch():
-        return _build(module, target, on_group_failure, schedules, tuning_db)
+        return _build(gears, target, schedules, tuning_db)
 
 
-def _build(module: Module, target: Target, on_group_failure, schedules: dict | None, tuning_db) -> Compiled:
+def _build(gears, target: Target, schedules: dict | None, tuning_db) -> Compiled:
     if target.kind == "cuda":  # GPU kernels: dlight's schedules and nvcc (gpu.py); not the CPU rules
         from . import gpu
 
-        return gpu.build(module, target, on_group_failure)
+        return gpu.build(gears, target)
     schedules = schedules or {}
-    kernels, primfuncs = build_kernels(
-        module, lambda k: build_kernel(k, target, schedules.get(k.name), tuned=tuning_db), on_group_failure)
+    agreed = agree_packings([m for _, m, _ in gears], target, schedules) if len(gears) > 1 else [{}]
+    functions, primfuncs = build_functions(
+        gears, lambda k, gear: build_kernel(k, target, agreed[gear].get(k.name, schedules.get(k.name)),
+                                            tuned=tuning_db))
+    kernels = distinct(functions)
     tgt = tvm_target(target)
+
+    def relax_module():
+        return assemble_functions([(name, module, functions[name]) for name, module, _ in gears], primfuncs)
+
     try:
-        executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
-                                 relax_pipeline=lowering_pipeline(tgt))
+        executable = tvm.compile(relax_module(), target=tgt, relax_pipeline=lowering_pipeline(tgt))
     except Exception as e:  # noqa: BLE001 -- find the kernels TVM cannot lower, build them unscheduled
         interrupts.check()
         if not _unschedule_failures(kernels, primfuncs, target, tgt):
             raise CodegenError(f"TVM failed to compile the model: {last_line(e)}") from None
         try:
-            executable = tvm.compile(assemble(module, kernels, primfuncs), target=tgt,
-                                     relax_pipeline=lowering_pipeline(tgt))
+            executable = tvm.compile(relax_module(), target=tgt, relax_pipeline=lowering_pipeline(tgt))
         except Exception as e2:  # noqa: BLE001
             interrupts.check()
             raise CodegenError(f"TVM failed to compile the model: {last_line(e2)}") from None
-    return Compiled(executable, kernels, target)
+    return Compiled(executable, kernels, target, {n: [k.name for k in ks] for n, ks in functions.items()})
 
 
 def _unschedule_failures(kernels: list[Kernel], primfuncs: dict, target: Target, tgt) -> bool:

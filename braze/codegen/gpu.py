@@ -28,11 +28,10 @@ from tvm import s_tir
 from tvm.s_tir import dlight as dl
 
 from ..errors import BrazeError, CodegenError, last_line
-from ..ir import Module
 from ..targets import Target
 from .. import interrupts
-from .assemble import assemble
-from .compiled import Compiled, build_kernels
+from .assemble import assemble_functions
+from .compiled import Compiled, build_functions, distinct
 from .kernel import Kernel, primfunc
 from .target import tvm_target
 
@@ -114,13 +113,14 @@ def build_kernel(kernel: Kernel, tgt: tvm.target.Target):
 
 
 # --- building ---------------------------------------------------------------------------
-def build(module: Module, target: Target, on_group_failure=None):
+def build(gears, target: Target):
     """Every kernel scheduled for the GPU, the model compiled with nvcc: a
-    ``Compiled`` like the CPU build's. A fused group that cannot be scheduled
-    goes to ``on_group_failure`` (split back) as on the CPU."""
+    ``Compiled`` like the CPU build's, from ``[(function, module,
+    on_group_failure), ...]`` (build.build_gears). A fused group that cannot
+    be scheduled goes to its ``on_group_failure`` (split back) as on the CPU."""
     tgt = tvm_target(target)
 
-    def build_one(k: Kernel):
+    def build_one(k: Kernel, gear: int = 0):
         try:
             return build_kernel(k, tgt)
         except Exception as e:  # noqa: BLE001 -- TVM raises many types
@@ -129,8 +129,9 @@ def build(module: Module, target: Target, on_group_failure=None):
                 raise
             raise CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {last_line(e)}") from None
 
-    kernels, primfuncs = build_kernels(module, build_one, on_group_failure)
-    relax_mod = assemble(module, kernels, primfuncs)
+    functions, primfuncs = build_functions(gears, build_one)
+    kernels = distinct(functions)
+    relax_mod = assemble_functions([(name, module, functions[name]) for name, module, _ in gears], primfuncs)
     with cuda_toolchain(target):
         try:
             with tgt:
@@ -138,7 +139,7 @@ def build(module: Module, target: Target, on_group_failure=None):
         except Exception as e:  # noqa: BLE001
             interrupts.check()
             raise CodegenError(f"TVM failed to compile the model for {target.name}: {last_line(e)}") from None
-    return Compiled(executable, kernels, target)
+    return Compiled(executable, kernels, target, {n: [k.name for k in ks] for n, ks in functions.items()})
 
 
 def lowering_pipeline(tgt: tvm.target.Target) -> tvm.transform.Pass:

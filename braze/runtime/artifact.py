@@ -52,6 +52,12 @@ class Artifact:
     def kernels(self) -> list[dict]:
         return self.manifest["kernels"]
 
+    @property
+    def gears(self) -> list[dict]:
+        """The gears it was compiled for (name, dims, function, inputs,
+        outputs, kernels); empty for a compile with one shape."""
+        return self.manifest.get("gears") or []
+
     def __repr__(self) -> str:
         ins = ", ".join(f"{i['name']}: {i['dtype']}{i['shape']}" for i in self.inputs)
         return f"<braze.Artifact {self.manifest.get('model', '?')} ({ins}) -> {len(self.outputs)} outputs, " \
@@ -105,6 +111,18 @@ class Artifact:
         return library
 
     def check_inputs(self, inputs: dict) -> list[np.ndarray]:
+        """The inputs as arrays in the model's order; InputError if a name,
+        shape (no gear's) or dtype is not the model's."""
+        return self._prepare(inputs)[1]
+
+    def gear_for(self, inputs: dict) -> dict | None:
+        """The gear whose input shapes ``inputs`` have (None without gears);
+        InputError listing the gears if none has."""
+        return self._prepare(inputs)[0] if self.gears else None
+
+    def _prepare(self, inputs: dict) -> tuple[dict, list[np.ndarray], int | None]:
+        """(the gear or graph to run, the input arrays, the real batch size
+        when they were padded up to the gear's; else None)."""
         names = [i["name"] for i in self.inputs]
         unknown = [k for k in inputs if k not in names]
         missing = [n for n in names if n not in inputs]
@@ -115,25 +133,55 @@ class Artifact:
             if unknown:
                 parts.append(f"unknown input(s) {', '.join(unknown)}")
             raise InputError("; ".join(parts) + f" (the model takes: {', '.join(names)})")
+        entry, batch = self._entry(inputs)
         arrays = []
-        for spec in self.inputs:
+        for spec in entry["inputs"]:
             a = np.asarray(inputs[spec["name"]])
+            if batch is not None:  # the last sample repeated: no special values in the padding
+                a = np.concatenate([a, np.repeat(a[-1:], spec["shape"][0] - batch, axis=0)])
             if list(a.shape) != list(spec["shape"]):
                 raise InputError(f"input '{spec['name']}' has shape {list(a.shape)}, expected {spec['shape']}")
             if str(a.dtype) != spec["dtype"]:
                 raise InputError(f"input '{spec['name']}' has dtype {a.dtype}, expected {spec['dtype']}")
             arrays.append(np.ascontiguousarray(a).reshape(a.shape))  # (ascontiguousarray makes 0-d 1-d)
-        return arrays
+        return entry, arrays, batch
 
-    def _call(self, arrays: list[np.ndarray]):
-        import tvm
-
-        return self.vm["main"](*[tvm.runtime.tensor(a, self.device) for a in arrays])
+    def _entry(self, inputs: dict) -> tuple[dict, int | None]:
+        """The graph to run: the gear whose input shapes the inputs have;
+        with ``pad_batch``, else the smallest gear with a larger batch (and
+        the inputs' batch, to pad from)."""
+        if not self.gears:
+            return {"function": "main", "inputs": self.inputs, "outputs": self.outputs}, None
+        shapes = {k: list(np.shape(v)) for k, v in inputs.items()}
+        for gear in self.gears:
+            if all(shapes[spec["name"]] == list(spec["shape"]) for spec in gear["inputs"]):
+                return gear, None
+        if self.manifest.get("pad_batch"):
+            batches = {s[0] if s else None for s in shapes.values()}
+            batch = batches.pop() if len(batches) == 1 else None
+            fits = [g for g in self.gears if batch is not None and all(
+                shapes[s["name"]][1:] == list(s["shape"][1:]) and s["shape"][0] > batch for s in g["inputs"])]
+            if fits:
+                return min(fits, key=lambda g: g["inputs"][0]["shape"][0]), batch
+        given = ", ".join(f"{k} {v}" for k, v in shapes.items())
+        padded = " (--pad-batch: none with a larger batch and these other dimensions)" \
+            if self.manifest.get("pad_batch") else ""
+        listed = "; ".join(f"{g['name']} (" + ", ".join(f"{i['name']} {i['shape']}" for i in g["inputs"]) + ")"
+                           for g in self.gears)
+        raise InputError(f"the input shapes ({given}) match no gear of this artifact{padded}; its gears: {listed}. "
+                         "Compile a gear for this shape, or pad the input to a gear's shape")
 
     def run(self, inputs: dict) -> dict[str, np.ndarray]:
-        result = self._call(self.check_inputs(inputs))
-        values = [result] if len(self.outputs) == 1 else list(result)
-        return {spec["name"]: v.numpy() for spec, v in zip(self.outputs, values)}
+        import tvm
+
+        entry, arrays, batch = self._prepare(inputs)
+        result = self.vm[entry["function"]](*[tvm.runtime.tensor(a, self.device) for a in arrays])
+        outputs = entry["outputs"]
+        values = [v.numpy() for v in ([result] if len(outputs) == 1 else list(result))]
+        if batch is not None:  # the padding sliced off, along each output's batch axis
+            axes = self.manifest["pad_batch"]["output_axes"]
+            values = [np.take(v, range(batch), axis=axis) for v, axis in zip(values, axes)]
+        return {spec["name"]: v for spec, v in zip(outputs, values)}
 
     def runner(self, inputs: dict):
         """A function that runs the model once on ``inputs``, already on the
@@ -142,8 +190,9 @@ class Artifact:
         import tvm
 
         device = self.device
-        args = [tvm.runtime.tensor(a, device) for a in self.check_inputs(inputs)]
-        main = self.vm["main"]
+        entry, arrays, _ = self._prepare(inputs)
+        args = [tvm.runtime.tensor(a, device) for a in arrays]
+        main = self.vm[entry["function"]]
         return lambda: (main(*args), device.sync())
 
     def time_run(self, inputs: dict, repeat: int = 10, warmup: int = 2) -> list[float]:
@@ -164,8 +213,10 @@ class Artifact:
         instrumentation hook (each kernel waited for on a GPU)."""
         import tvm
 
-        arrays = [tvm.runtime.tensor(a, self.device) for a in self.check_inputs(inputs)]
+        entry, prepared, _ = self._prepare(inputs)
+        arrays = [tvm.runtime.tensor(a, self.device) for a in prepared]
         vm = self.vm
+        main = vm[entry["function"]]
         sync = self.device.sync if self._on_gpu else (lambda: None)
         samples: dict[str, list[float]] = {}
         start = {}
@@ -178,11 +229,11 @@ class Artifact:
                 samples.setdefault(symbol, []).append(time.perf_counter() - start[symbol])
             return 0
 
-        vm["main"](*arrays)  # warm-up
+        main(*arrays)  # warm-up
         vm.set_instrument(tvm.runtime.convert(instrument) if hasattr(tvm.runtime, "convert") else instrument)
         try:
             for _ in range(repeat):
-                vm["main"](*arrays)
+                main(*arrays)
         finally:
             vm.set_instrument(None)
         return samples

@@ -31,11 +31,12 @@ struct Reader {
     return member(obj, key, json::Value::Kind::String, where).string;
   }
 
-  std::vector<TensorInfo> tensors(const json::Value& root, const std::string& key) const {
+  std::vector<TensorInfo> tensors(const json::Value& root, const std::string& key,
+                                  const std::string& prefix = "") const {
     std::vector<TensorInfo> out;
-    const json::Value& list = member(root, key, json::Value::Kind::Array, "");
+    const json::Value& list = member(root, key, json::Value::Kind::Array, prefix);
     for (size_t i = 0; i < list.array.size(); ++i) {
-      std::string where = key + "[" + std::to_string(i) + "].";
+      std::string where = prefix + key + "[" + std::to_string(i) + "].";
       const json::Value& item = list.array[i];
       TensorInfo info;
       info.name = string(item, "name", where);
@@ -141,6 +142,18 @@ Manifest read_manifest(const std::string& dir) {
   }
   m.inputs = r.tensors(root, "inputs");
   m.outputs = r.tensors(root, "outputs");
+  if (const json::Value* gears = root.find("gears"); gears && !gears->is_null()) {
+    if (gears->kind != json::Value::Kind::Array) r.corrupt("gears is not a list");
+    for (size_t i = 0; i < gears->array.size(); ++i) {
+      const json::Value& item = gears->array[i];
+      std::string where = "gears[" + std::to_string(i) + "].";
+      if (item.kind != json::Value::Kind::Object) r.corrupt(where + " is not an object");
+      Gear gear{r.string(item, "name", where), r.string(item, "function", where),
+                r.tensors(item, "inputs", where), r.tensors(item, "outputs", where)};
+      if (gear.inputs.size() != m.inputs.size()) r.corrupt(where + "inputs differ from the model's inputs");
+      m.gears.push_back(std::move(gear));
+    }
+  }
   return m;
 }
 

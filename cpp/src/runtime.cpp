@@ -183,6 +183,50 @@ struct Model::Impl {
   std::vector<bool> is_set;
   std::vector<ffi::Tensor> results;
 
+  // The input's spec for this shape: the model's, or with gears that of a gear
+  // taking this shape (so that an input can be set before the others).
+  const TensorInfo* spec_for(size_t i, const std::vector<int64_t>& shape) const {
+    if (shape == manifest.inputs[i].shape) return &manifest.inputs[i];
+    for (const Gear& g : manifest.gears)
+      if (g.inputs[i].shape == shape) return &g.inputs[i];
+    return nullptr;
+  }
+
+  std::string gear_list() const {
+    std::vector<std::string> out;
+    for (const Gear& g : manifest.gears) {
+      std::vector<std::string> shapes;
+      for (const TensorInfo& t : g.inputs) shapes.push_back(t.name + " " + shape_str(t.shape));
+      out.push_back(g.name + " (" + join(shapes) + ")");
+    }
+    std::string text;
+    for (size_t i = 0; i < out.size(); ++i) text += (i ? "; " : "") + out[i];
+    return text;
+  }
+
+  // The VM function for the inputs set now and the outputs it returns.
+  std::pair<ffi::Function, const std::vector<TensorInfo>*> entry() {
+    if (manifest.gears.empty()) return {vm.main, &manifest.outputs};
+    for (const Gear& g : manifest.gears) {
+      bool match = true;
+      for (size_t i = 0; i < args.size() && match; ++i) {
+        ffi::ShapeView shape = args[i].shape();
+        match = std::vector<int64_t>(shape.begin(), shape.end()) == g.inputs[i].shape;
+      }
+      if (!match) continue;
+      ffi::Optional<ffi::Function> f = vm.vm->GetFunction(g.function);
+      if (!f.has_value()) throw ArtifactError(dir + ": its VM has no function " + g.function + " for gear " + g.name);
+      return {f.value(), &g.outputs};
+    }
+    std::vector<std::string> given;
+    for (size_t i = 0; i < args.size(); ++i) {
+      ffi::ShapeView shape = args[i].shape();
+      given.push_back(manifest.inputs[i].name + " " + shape_str({shape.begin(), shape.end()}));
+    }
+    throw InputError("the input shapes (" + join(given) + ") match no gear of this artifact; its gears: " +
+                     gear_list());
+  }
+
   size_t input_index(const std::string& name) const {
     std::vector<std::string> names;
     for (size_t i = 0; i < manifest.inputs.size(); ++i) {
@@ -243,13 +287,19 @@ void Model::set_input(const std::string& name, const Tensor& value) {
 void Model::set_input(const std::string& name, const void* data, const std::vector<int64_t>& shape,
                       const std::string& dtype) {
   size_t i = impl_->input_index(name);
-  const TensorInfo& spec = impl_->manifest.inputs[i];
-  if (shape != spec.shape)
+  const TensorInfo* found = impl_->spec_for(i, shape);
+  if (!found)
     throw InputError("input '" + name + "' has shape " + shape_str(shape) + ", expected " +
-                     shape_str(spec.shape));
+                     shape_str(impl_->manifest.inputs[i].shape) +
+                     (impl_->manifest.gears.empty() ? "" : " or a gear's: " + impl_->gear_list()));
+  const TensorInfo& spec = *found;
   if (dtype != spec.dtype)
     throw InputError("input '" + name + "' has dtype " + dtype + ", expected " + spec.dtype);
   ffi::Tensor& arg = impl_->args[i];
+  ffi::ShapeView current = arg.shape();
+  if (std::vector<int64_t>(current.begin(), current.end()) != shape)  // another gear's shape
+    arg = ffi::Tensor::FromNDAlloc(AlignedAlloc(), ffi::ShapeView(shape.data(), shape.size()), arg.dtype(),
+                                   DLDevice{kDLCPU, 0});
   std::memcpy(arg.data_ptr(), data, ffi::GetDataSize(arg.numel(), arg.dtype()));
   impl_->is_set[i] = true;
 }
@@ -264,11 +314,12 @@ void Model::run() {
     throw InputError("missing input(s) " + join(missing) + " (the model takes: " + join(names) + ")");
 
   impl_->results.clear();  // a failed run leaves no stale outputs behind
+  auto [function, outputs] = impl_->entry();
   pool_started = true;
   std::vector<ffi::AnyView> args(impl_->args.begin(), impl_->args.end());
   ffi::Any result;
   try {
-    impl_->vm.main.CallPacked(args.data(), static_cast<int32_t>(args.size()), &result);
+    function.CallPacked(args.data(), static_cast<int32_t>(args.size()), &result);
   } catch (const std::exception& e) {
     throw Error(impl_->dir + ": running the model failed: " + tvm_message(e));
   }
@@ -279,10 +330,9 @@ void Model::run() {
     for (const ffi::Any& item : *many)
       if (auto t = item.as<ffi::Tensor>()) impl_->results.push_back(*t);
   }
-  if (impl_->results.size() != impl_->manifest.outputs.size())
+  if (impl_->results.size() != outputs->size())
     throw Error(impl_->dir + ": the model returned " + std::to_string(impl_->results.size()) +
-                " tensor(s), its manifest lists " + std::to_string(impl_->manifest.outputs.size()) +
-                " output(s)");
+                " tensor(s), its manifest lists " + std::to_string(outputs->size()) + " output(s)");
 }
 
 Tensor Model::output(size_t index) const {

@@ -147,4 +147,4 @@ def conv_grid(op, target, defaults) -> list[dict]:
 
 
 register(Rule("conv2d", ("nn.conv",), "NCHW convolution vectorized over output channels, packed weights",
-              conv_applies, conv_defaults, conv_apply, conv_packings, grid=conv_grid))
+              conv_applies, conv_defaults, conv_apply, conv_packings, grid=conv_grid, packed_by=("tile_k",)))

@@ -144,4 +144,4 @@ def grid(op, target, defaults) -> list[dict]:
 
 
 register(Rule("gemm", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare,
-              grid=grid))
+              grid=grid, packed_by=("tile_n",)))

@@ -233,4 +233,5 @@ def pw_grid(op, target, defaults) -> list[dict]:
 
 
 register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",
-              pw_applies, pw_defaults, pw_apply, pw_packings, lower=pw_lower, grid=pw_grid))
+              pw_applies, pw_defaults, pw_apply, pw_packings, lower=pw_lower, grid=pw_grid,
+              packed_by=("tile_m",)))

@@ -49,6 +49,10 @@ class Rule:
     #: ``grid(op, target, defaults)``: the alternative params ``braze schedule``
     #: tries around the defaults (default: each integer halved and doubled)
     grid: Callable | None = None
+    #: the params that decide the layout ``packings`` gives a weight: gears
+    #: pin these to one gear's values so that every gear shares one copy
+    #: (codegen/gears.py)
+    packed_by: tuple[str, ...] = ()
 
 
 def halve_double(op, target, defaults) -> list[dict]:

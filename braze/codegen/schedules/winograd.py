@@ -311,4 +311,5 @@ def grid(op, target, defaults) -> list[dict]:
 
 
 register(Rule("winograd", ("nn.conv",), "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "
-              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering, grid=grid))
+              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering, grid=grid,
+              packed_by=("tile_k", "tile")))

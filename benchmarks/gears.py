@@ -119,7 +119,7 @@ def main(argv=None) -> int:
     with open(os.path.join(args.out, "gears.json"), "w") as f:
         json.dump(result, f, indent=2)
     lines = [f"# Gears: {result['model']} ({len(gears)} gears) on {result['cpu']}, {args.threads} threads", "",
-             "| gear | static compile, ms | gear / static (spread) |", "|---|---|---|"]
+             "| gear | static compile: latency, ms | gear / static (spread) |", "|---|---|---|"]
     lines += [f"| {r['gear']} | {r['static_ms']} | {r['ratio']:.2f} ({r['low']:.2f}-{r['high']:.2f}) |" for r in rows]
     lines += [f"| control (static / static) | | {control[0]:.2f} ({control[1]:.2f}-{control[2]:.2f}) |", "",
               f"- compile: {geared_s:.1f} s for the {len(gears)} gears in one artifact, "

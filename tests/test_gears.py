@@ -300,3 +300,17 @@ def test_cli_explain_and_kernels_report_every_gear():
     assert listing["batch=8"][0]["outputs"][0]["shape"][0] == 8
     r = _braze("explain", CNN, "--dynamic-batch", "1,8", "--dot", "x.dot")
     assert r.returncode == 1 and "--dot and --html draw one shape" in r.stderr
+
+
+def test_gears_build_for_cuda(tmp_path):
+    """CUDA code generation needs nvcc, not a GPU: the gears' functions and
+    kernels are all in the one executable."""
+    from braze.codegen.gpu import nvcc_path
+
+    if nvcc_path() is None:
+        pytest.skip("CUDA's compiler (nvcc) is not installed: CUDA code generation cannot be checked")
+    artifact = braze.compile(CNN, target="cuda-sm90", dynamic_batch="1,4")
+    assert [g["function"] for g in artifact.gears] == ["main", "gear1"]
+    assert all(k["schedule"].startswith("dlight.") or k["schedule"] == "bind_spatial" for k in artifact.kernels)
+    artifact.save(str(tmp_path / "cnn.braze"))
+    assert b"gear1" in (tmp_path / "cnn.braze" / "lib.so").read_bytes()

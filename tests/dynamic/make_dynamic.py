@@ -9,8 +9,10 @@ venv of ../shared/models/README.md:
   the batch dynamic (torch's exporter names it);
 - ``bert-dyn.onnx``: a 2-layer, 64-wide BERT-style encoder (``Encoder``), inputs
   ``input_ids`` and ``attention_mask`` ``[B, S]``, batch and sequence dynamic;
-- with ``--base``, ``bert-base-dyn.onnx`` only: the same encoder at BERT-base's
-  size, for benchmarks/gears.py (keep it in a cache folder, not the repo).
+- with ``--base``, the full-size ones for benchmarks/gears.py (keep them in a
+  cache folder, not the repo): ``bert-base-dyn.onnx``, the same encoder at
+  BERT-base's size, and ``resnet50-dyn.onnx``, ResNet-50's layout
+  (``ResNet50``), input ``[N, 3, 224, 224]``.
 
 Weights are random (seeded), biases and norms perturbed so that a dropped
 bias would show. The same torch version gives the same files.
@@ -41,6 +43,58 @@ class Cnn(torch.nn.Module):
 
     def forward(self, x):
         return self.head(self.body(x))
+
+
+class Bottleneck(torch.nn.Module):
+    """ResNet's 1x1 -> 3x3 -> 1x1 block with its projection shortcut."""
+
+    def __init__(self, cin: int, width: int, stride: int):
+        super().__init__()
+
+        def conv_bn(a, b, k, s=1):
+            return [torch.nn.Conv2d(a, b, k, s, k // 2, bias=False), torch.nn.BatchNorm2d(b)]
+
+        self.body = torch.nn.Sequential(*conv_bn(cin, width, 1), torch.nn.ReLU(),
+                                        *conv_bn(width, width, 3, stride), torch.nn.ReLU(),
+                                        *conv_bn(width, 4 * width, 1))
+        self.short = (torch.nn.Sequential(*conv_bn(cin, 4 * width, 1, stride))
+                      if stride != 1 or cin != 4 * width else torch.nn.Identity())
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.short(x))
+
+
+class ResNet50(torch.nn.Module):
+    """ResNet-50's layout (3, 4, 6, 3 bottlenecks), 224x224 inputs, 1000 classes."""
+
+    def __init__(self):
+        super().__init__()
+        layers = [torch.nn.Conv2d(3, 64, 7, 2, 3, bias=False), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+                  torch.nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for width, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+            for i in range(blocks):
+                layers.append(Bottleneck(cin, width, stride if i == 0 else 1))
+                cin = 4 * width
+        self.body = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten())
+        self.head = torch.nn.Linear(cin, 1000)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def export_resnet(out: Path) -> None:
+    torch.manual_seed(0)
+    model = ResNet50().eval()
+    perturb(model, 3)
+    with torch.no_grad():  # running statistics that are not the identity
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.normal_(0, 0.1)
+                m.running_var.uniform_(0.5, 1.5)
+    batch = torch.export.Dim("N", min=1, max=64)
+    torch.onnx.export(model, (torch.randn(2, 3, 224, 224),), str(out / "resnet50-dyn.onnx"), dynamo=True,
+                      input_names=["x"], output_names=["y"], dynamic_shapes={"x": {0: batch}})
 
 
 def export_cnn(out: Path) -> None:
@@ -105,12 +159,13 @@ if __name__ == "__main__":
     out.mkdir(parents=True, exist_ok=True)
     if base:
         export_bert(out, base=True)
+        export_resnet(out)
     else:
         export_cnn(out)
         export_bert(out)
     import onnx
 
-    for name in (("bert-base-dyn.onnx",) if base else ("cnn-dyn.onnx", "bert-dyn.onnx")):
+    for name in (("bert-base-dyn.onnx", "resnet50-dyn.onnx") if base else ("cnn-dyn.onnx", "bert-dyn.onnx")):
         m = onnx.load(str(out / name))  # the exporter may put the weights beside it: one file instead
         onnx.save(m, str(out / name), save_as_external_data=False)
         (out / (name + ".data")).unlink(missing_ok=True)

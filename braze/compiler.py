@@ -250,8 +250,7 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
         "threads": threads,
         "level": level,
         "pipeline": str(pm),
-        "inputs": [_spec(a.name, a.type) for a in func.args],
-        "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
+        **_signature(func),
         "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule,
                      "schedule": k.schedule, "schedule_params": k.schedule_params,
                      "packed": sorted({p.name for p in k.packings.values()})}
@@ -278,8 +277,7 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
 def _gear_entry(gear, function: str, module, kernels: list[str]) -> dict:
     func = module.main
     return {"name": gear.name, "dims": gear.to_dict(), "function": function,
-            "inputs": [_spec(a.name, a.type) for a in func.args],
-            "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)],
+            **_signature(func),
             "kernels": kernels,
             "fusion": module.fusion_report.to_dict() if module.fusion_report is not None else None}
 
@@ -318,6 +316,12 @@ def _pins_record(schedules) -> dict:
 
 def _quiet(message: str) -> None:
     pass
+
+
+def _signature(func) -> dict:
+    """The manifest's ``inputs`` and ``outputs`` of a function."""
+    return {"inputs": [_spec(a.name, a.type) for a in func.args],
+            "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)]}
 
 
 def _spec(name: str, ty) -> dict:

@@ -45,18 +45,17 @@ def cmd_verify(args) -> int:
     artifact = compile_from_args(args)
     if artifact.gears and args.per_group:
         raise InputError("--per-group checks one shape; compile it with --input-shape for the gear to check")
+
+    def check(inputs) -> VerifyReport:
+        return VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), args.tolerance,
+                            _verify_groups(args, inputs) if args.per_group else None)
+
     if not artifact.gears or args.inputs:
         inputs = _inputs_for(args, artifact.inputs)
         gear = artifact.gear_for(inputs)
-        report = VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), args.tolerance,
-                              _verify_groups(args, inputs) if args.per_group else None)
-        reports = {gear["name"] if gear else "": report}
+        reports = {gear["name"] if gear else "": check(inputs)}
     else:  # every gear, on random inputs of its shapes
-        reports = {}
-        for gear in artifact.gears:
-            inputs = _inputs_for(args, gear["inputs"])
-            reports[gear["name"]] = VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)),
-                                                 args.tolerance)
+        reports = {gear["name"]: check(_inputs_for(args, gear["inputs"])) for gear in artifact.gears}
     if args.json:
         data = reports[""].to_dict() if "" in reports else {"gears": {n: r.to_dict() for n, r in reports.items()}}
         print(json.dumps(data, indent=2))

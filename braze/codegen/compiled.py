@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-import tvm  # noqa: F401  (the PrimFuncs it compares)
+import tvm
 import tvm_ffi
 
 from ..errors import CodegenError
@@ -52,11 +52,11 @@ def build_kernels(module: Module, build_one: Callable, on_group_failure=None) ->
 def build_functions(gears: list[tuple[str, Module, Callable | None]], build_one: Callable
                     ) -> tuple[dict[str, list[Kernel]], dict]:
     """Each gear ``(function name, module, on_group_failure)`` built with
-    ``build_kernels`` and ``build_one(kernel, gear index)``: (function -> its kernels, name -> PrimFunc). A kernel
-    whose PrimFunc is identical to one an earlier gear built is that
-    kernel (built once, stored once; within one gear, kernels stay apart as
-without gears); a different one whose name is taken
-    is renamed ``g<i>_<name>`` for gear ``i``."""
+    ``build_kernels`` and ``build_one(kernel, gear index)``: (function -> its
+    kernels, name -> PrimFunc). A kernel whose PrimFunc is identical to one
+    an earlier gear built is that kernel (built once, stored once; within one
+    gear, kernels stay apart as without gears); a different one whose name is
+    taken is renamed ``g<i>_<name>`` for gear ``i``."""
     functions: dict[str, list[Kernel]] = {}
     primfuncs: dict = {}
     known: dict[int, list[str]] = {}  # earlier gears': structural hash of a PrimFunc without its name -> names

@@ -20,24 +20,25 @@ from .kernel import partition
 from .schedules import plan
 
 
-def _packings(kernel, target, pins) -> dict[str, tuple[str, dict]] | None:
-    """The kernel's planned packings: packing name per anchor, with the rule
-    and its packed_by params; None if planning fails (the build says why)."""
+def _packing(kernel, target, pins) -> tuple[str, str, dict] | None:
+    """(packing name, rule, its ``packed_by`` params) of the kernel's one
+    packed weight; None if it packs none or several, or planning fails (the
+    build then says why)."""
     try:
         choices = plan(kernel, target, pins)
     except Exception:  # noqa: BLE001 -- a pin the build will reject with its own error
         return None
-    out = {}
+    found = []
     for c in choices:
         if not c.rule.packed_by:
             continue
         try:
-            found = c.rule.packings(kernel.ops[c.index], kernel, target, c.params)
+            packings = c.rule.packings(kernel.ops[c.index], kernel, target, c.params)
         except Exception:  # noqa: BLE001 -- the rule cannot pack with these params: nothing to agree on
             continue
-        for packing in found.values():
-            out[f"{c.index}"] = (packing.name, c.rule.name, {k: c.params[k] for k in c.rule.packed_by if k in c.params})
-    return out
+        found += [(p.name, c.rule.name, {k: c.params[k] for k in c.rule.packed_by if k in c.params})
+                  for p in packings.values()]
+    return found[0] if len(found) == 1 else None
 
 
 def agree_packings(modules: list[Module], target: Target, schedules: dict | None = None) -> list[dict]:
@@ -45,28 +46,19 @@ def agree_packings(modules: list[Module], target: Target, schedules: dict | None
     that give every weight the packing of the largest gear planning it."""
     schedules = schedules or {}
     size = [sum(math.prod(a.type.shape) for a in m.main.args) for m in modules]
-    planned: dict[str, list] = {}  # kernel name -> [(gear, packings)]
+    planned: dict[str, list] = {}  # kernel name -> [(gear, (packing, rule, params))]
     for gear, module in enumerate(modules):
         for kernel in partition(module.main):
             if "function" in schedules.get(kernel.name, {}):
                 continue
-            found = _packings(kernel, target, schedules.get(kernel.name))
+            found = _packing(kernel, target, schedules.get(kernel.name))
             if found:
                 planned.setdefault(kernel.name, []).append((gear, found))
     pins: list[dict] = [{} for _ in modules]
     for name, entries in planned.items():
-        if len({tuple(sorted((k, v[0]) for k, v in p.items())) for _, p in entries}) < 2:
-            continue
-        _, chosen = max(entries, key=lambda e: size[e[0]])
-        if len(chosen) != 1:
-            continue  # several packed anchors in one kernel: left to each gear
-        for gear, found in entries:
-            if found == chosen or set(found) != set(chosen):
-                continue
-            rules = {rule for _, rule, _ in chosen.values()}
-            if len(rules) != 1 or {rule for _, rule, _ in found.values()} != rules:
-                continue  # different rules: each gear keeps its own (and its own copy)
-            params = {k: v for _, _, p in chosen.values() for k, v in p.items()}
-            base = schedules.get(name, {})
-            pins[gear][name] = {"rule": rules.pop(), "params": {**base.get("params", {}), **params}}
+        _, (packing, rule, params) = max(entries, key=lambda e: size[e[0]])
+        for gear, (own, own_rule, _) in entries:
+            if own != packing and own_rule == rule:  # a different rule: that gear keeps its own copy
+                base = schedules.get(name, {})
+                pins[gear][name] = {"rule": rule, "params": {**base.get("params", {}), **params}}
     return pins

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from ..ir import Func, Operation, Value
+from ..ir.registry import lookup
 
 #: ops whose every operand and result are the same shape, or broadcast to it
 _POINTWISE_KINDS = ("elemwise", "broadcast")
@@ -176,7 +177,5 @@ def _reshape_axis(op: Operation, a: int, refuse) -> int:
 
 
 def _kind(name: str) -> str:
-    from ..ir.registry import lookup
-
     op = lookup(name)
     return op.kind.value if op is not None else ""

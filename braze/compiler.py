@@ -33,7 +33,8 @@ def codegen_fingerprint() -> str:
 def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
             progress=None, cache_dir: str | None = None, schedules: dict | None = None,
             tuning_db: str | None = None, dynamic_batch=None, dynamic_dims=None, gears=None,
-            pad_batch: bool = False, **controls) -> Artifact:
+            pad_batch: bool = False, precision_mode: str | None = None, modify_mixlist=None, keep_dtype=None,
+            **controls) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
@@ -56,11 +57,20 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     (with ``dynamic_batch``): a batch between gears runs on the next larger
     gear, padded; allowed only where braze proves the model keeps the
     samples apart (passes/batch.py), else a DynamicShapeError says why not.
+
+    Precision (docs/usage.md, "Precision modes"): ``precision_mode`` is one
+    of ATC's modes (``allow_mix_precision``, ``allow_mix_precision_bf16``,
+    ``force_fp16``, ``must_keep_origin_dtype``, ...; default: the target's,
+    float32 except on Ascend-like targets); ``modify_mixlist`` ATC's JSON
+    (a path, or a dict) moving ONNX op types between the white, black and
+    gray lists; ``keep_dtype`` a file of node names or ``OpType::X`` lines
+    (or a list of them) that keep float32.
     """
     from .frontend import import_onnx
 
     if controls:
         fusion = _with_controls(fusion, controls)
+    precision = precision_options(precision_mode, modify_mixlist, keep_dtype)
 
     started = time.perf_counter()
     say = progress or _quiet
@@ -72,7 +82,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
             raise DynamicShapeError("--pad-batch pads up to a larger gear: give the gears with --dynamic-batch")
         module = import_onnx(model, input_shapes)
         return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
-                              started, schedules, tuning_db)
+                              started, schedules, tuning_db, precision)
     from .errors import DynamicShapeError
     from .frontend.gears import gear_shapes, parse_gears
     from .frontend.importer import load_model
@@ -84,7 +94,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     modules = [(g, import_onnx(proto, gear_shapes(proto, g))) for g in found]
     axes = _pad_batch_axes(proto, found, dynamic_batch) if pad_batch else None
     artifact = _compile(modules, target, level, fusion, threads, progress, cache_dir, _model_name(model), started,
-                        schedules, tuning_db)
+                        schedules, tuning_db, precision)
     if axes is not None:
         artifact.manifest["pad_batch"] = {"output_axes": axes}
     return artifact
@@ -112,13 +122,65 @@ def _pad_batch_axes(proto, gears, dynamic_batch) -> list[int]:
                                 f"batch apart: {e}. Compile a gear for every batch size instead") from None
 
 
-def pipeline(level: int = 0, fusion=None, target=None) -> PassManager:
-    """The passes a compile runs: canonicalize, cse, dce, then fuse (level > 0).
-    An Ascend-like ``target`` (a Target) bounds each group's working tile by
-    its unified buffer unless ``fusion`` sets ``tile_limit``."""
+def precision_options(mode: str | None = None, mixlist=None, keep=None) -> dict:
+    """The precision pass's options from the compile's arguments: files
+    are read here, so a missing one fails before anything is built."""
+    import json
+
+    from .passes.precision import mode_dtype, read_keep, read_mixlist
+
+    if mode is not None:
+        mode_dtype(mode)
+    if isinstance(mixlist, dict):
+        read_mixlist(mixlist)
+        mixlist = json.dumps(mixlist, sort_keys=True)
+    elif mixlist:
+        read_mixlist(str(mixlist))
+    return {"mode": mode, "mixlist": str(mixlist or ""), "keep": read_keep(keep)}
+
+
+def default_precision_mode(target) -> str:
+    """The mode a compile uses when none is given: ATC's inference default
+    (force_fp16) where the target's descriptor says the chip computes in
+    float16, else the model's own dtypes."""
+    if target is not None and target.npu is not None and target.npu.compute_dtype == "float16":
+        return "force_fp16"
+    return "origin"
+
+
+def precision_record(pm: PassManager, target) -> dict:
+    """The manifest's ``precision``: the mode the pipeline ran, its 16-bit
+    dtype, and how the target's kernels realize 16-bit values."""
+    from .passes.precision import MODES, Precision
+
+    found = next((p for p in pm.passes if isinstance(p, Precision)), None)
+    mode = found.mode if found else "origin"
+    dtype = MODES[mode][1]
+    if dtype is None:
+        math = "float32"
+    elif target.family == "cuda":
+        math = f"native {dtype} storage and math, float32 accumulation in matmul and conv"
+    else:  # the CPU, and the Ascend-like targets' host emulator
+        math = (f"{dtype} storage, float32 arithmetic (no native {dtype} instructions): kernels widen "
+                f"{dtype} operands as they read them and round results to {dtype}")
+    return {"mode": mode, "dtype": dtype or "f32", "math": math,
+            "mixlist": bool(found and found.mixlist), "keep": list(found.keep) if found else []}
+
+
+def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = None) -> PassManager:
+    """The passes a compile runs: canonicalize, cse, dce, precision (unless
+    the mode is the model's own dtypes), then fuse (level > 0). An
+    Ascend-like ``target`` (a Target) bounds each group's working tile by its
+    unified buffer unless ``fusion`` sets ``tile_limit``, and gives the
+    default precision mode."""
     from .passes.fusion import Fuse, FusionOptions
+    from .passes.precision import MODES, Precision
 
     pm = PassManager.parse(PREPARE)
+    precision = dict(precision or {})
+    mode = precision.get("mode") or default_precision_mode(target)
+    if MODES[mode][0] != "origin":
+        pm.passes.append(Precision(mode, precision.get("mixlist") or "", tuple(precision.get("keep") or ())))
     if level > 0:
         options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(FusionOptions)}
@@ -148,7 +210,7 @@ def _fusion_options(values: dict):
     return FusionOptions(**values)
 
 
-def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None):
+def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None, precision: dict | None = None):
     """Import and fuse without building: (module, FusionReport). What
     ``braze explain`` shows; needs no TVM for the default target. An
     Ascend-like ``target`` limits fusion and adds each kernel's estimated
@@ -158,7 +220,7 @@ def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None
 
     tgt = None if target in (None, "cpu") else get_target(target)
     module = import_onnx(model, input_shapes)
-    pipeline(level, fusion, tgt).run(module)
+    pipeline(level, fusion, tgt, precision).run(module)
     report = module.fusion_report
     if report is None:  # level 0: nothing fused
         from .passes.fusion.fuse import count_ops
@@ -182,25 +244,28 @@ def _estimate(module, target):
 
 def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: int | None = None, progress=None,
                    cache_dir: str | None = None, name: str = "model", started: float | None = None,
-                   schedules: dict | None = None, tuning_db: str | None = None) -> Artifact:
-    """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)."""
+                   schedules: dict | None = None, tuning_db: str | None = None,
+                   precision: dict | None = None) -> Artifact:
+    """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text);
+    ``precision``: ``precision_options(...)``."""
     return _compile([(None, module)], target, level, fusion, threads, progress, cache_dir, name, started,
-                    schedules, tuning_db)
+                    schedules, tuning_db, precision)
 
 
 def _compile(modules, target, level, fusion, threads, progress, cache_dir, name, started, schedules,
-             tuning_db) -> Artifact:
+             tuning_db, precision=None) -> Artifact:
     """``modules``: ``[(gear or None, Module), ...]``, one Relax function each
     (``main`` for the first; ``gear<i>`` for the others)."""
     from .codegen.build import build_gears
     from .frontend import onnx_version
+    from .passes.precision import group_dtype
 
     say = progress or _quiet
     started = started or time.perf_counter()
     tgt = get_target(target, threads)
     tuned = _tuning_database(tuning_db, tgt)
     for gear, module in modules:
-        pm = pipeline(level, fusion, tgt)
+        pm = pipeline(level, fusion, tgt, precision)
         say(f"running {pm}" + (f" on gear {gear.name}" if gear else ""))
         pm.run(module)
     module = modules[0][1]
@@ -251,7 +316,9 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
         "level": level,
         "pipeline": str(pm),
         **_signature(func),
+        "precision": precision_record(pm, tgt),
         "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule,
+                     "dtype": group_dtype([r.type for op in k.ops if op.name != "math.cast" for r in op.results]),
                      "schedule": k.schedule, "schedule_params": k.schedule_params,
                      "packed": sorted({p.name for p in k.packings.values()})}
                     for k in compiled.kernels],

@@ -111,9 +111,21 @@ class ScheduleError(BrazeError):
     cannot be read. (Not TVM's ``s_tir.ScheduleError``.)"""
 
 
+class PrecisionError(BrazeError):
+    """A precision mode, mixlist or keep-dtype file braze cannot use: an
+    unknown mode, a mixlist that is not ATC's JSON, a node name that names
+    no node of the model."""
+
+
 class TuningError(BrazeError):
     """A tuning database is missing or corrupt, or a tuning run cannot start
     (an unknown kernel, a target this machine cannot measure)."""
+
+
+class RemoteError(BrazeError):
+    """A remote machine cannot be used: the RPC tracker cannot be reached
+    or is not one, it has no server for the device key, or a server went
+    away. Names the tracker's address and the key, and what the tracker has."""
 
 
 def last_line(e: BaseException) -> str:

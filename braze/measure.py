@@ -131,10 +131,7 @@ def verify_groups(module, inputs: dict, target="cpu") -> list[GroupError]:
     compared with the same ops unfused (braze's numpy references), on the
     values the whole model feeds it for ``inputs``. The module is consumed:
     each group is moved into a function of its own."""
-    from .codegen import build
-    from .ir import Block, Func, Module, Operation
     from .ir.interpret import interpret_values
-    from .runtime.artifact import Artifact
     from .targets import get_target
 
     env = interpret_values(module, inputs)
@@ -143,21 +140,35 @@ def verify_groups(module, inputs: dict, target="cpu") -> list[GroupError]:
     for group in [op for op in module.main.body.ops if op.name == "fuse.group"]:
         feeds = {f"in{i}": env[id(v)] for i, v in enumerate(group.operands)}
         expected = {f"out{j}": env[id(r)] for j, r in enumerate(group.results)}
-        body = Block([v.type for v in group.operands], list(feeds))
-        for i, arg in enumerate(body.args):
-            group.set_operand(i, arg)
-        group.parent.remove(group)
-        body.append(group)
-        body.append(Operation("func.return", list(group.results), []))
-        alone = Module([Func("main", body, list(expected))], module.blobs)
-        manifest = {"inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype)} for n, a in feeds.items()],
-                    "outputs": [{"name": n} for n in expected], "kernels": [], "target": tgt.to_dict()}
-        got = Artifact(manifest, "", executable=build(alone, tgt).executable).run(feeds)
-        errors = compare(got, expected)
-        nodes = [op.loc.name for op in group.regions[0].blocks[0].ops if op.loc]
-        rows.append(GroupError(group.attributes["name"], group.attributes.get("rule", ""), nodes,
-                               max(e.max_abs for e in errors), max(e.max_rel for e in errors)))
+        rows.append(group_error(group, compare(run_group_alone(group, feeds, module.blobs, tgt), expected)))
     return rows
+
+
+def run_group_alone(group, feeds: dict, blobs: dict, target) -> dict[str, np.ndarray]:
+    """Build one ``fuse.group`` as a model of its own (it is moved out of its
+    function) and run it on ``feeds`` (``in0``, ``in1``, ...): ``out0``, ..."""
+    from .codegen import build
+    from .ir import Block, Func, Module, Operation
+    from .runtime.artifact import Artifact
+
+    names = [f"out{j}" for j in range(len(group.results))]
+    body = Block([v.type for v in group.operands], list(feeds))
+    for i, arg in enumerate(body.args):
+        group.set_operand(i, arg)
+    group.parent.remove(group)
+    body.append(group)
+    body.append(Operation("func.return", list(group.results), []))
+    alone = Module([Func("main", body, names)], blobs)
+    manifest = {"inputs": [{"name": n, "shape": list(a.shape), "dtype": str(a.dtype)} for n, a in feeds.items()],
+                "outputs": [{"name": n} for n in names], "kernels": [], "target": target.to_dict()}
+    return Artifact(manifest, "", executable=build(alone, target).executable).run(feeds)
+
+
+def group_error(group, errors: list[OutputError]) -> GroupError:
+    """A group's row: its name, rule, ONNX nodes and its worst output's error."""
+    nodes = [op.loc.name for op in group.regions[0].blocks[0].ops if op.loc]
+    return GroupError(group.attributes["name"], group.attributes.get("rule", ""), nodes,
+                      max(e.max_abs for e in errors), max(e.max_rel for e in errors))
 
 
 # --- bench: braze against onnxruntime, each timed alone ---------------------------------------

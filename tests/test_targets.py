@@ -183,18 +183,20 @@ def test_roofline_figures():
     (k,) = estimate_module(module, target).kernels
     assert k.cube_flops == 2 * 2048 ** 3 and k.bound == "cube"
     ideal = k.cube_flops / (24 * 16 ** 3 * 2 * 1850e6) * 1e6  # 24 cores x 16x16x16 MACs at 1850 MHz
-    assert ideal <= k.estimate_us <= 1.25 * ideal
+    assert ideal <= k.roofline_us <= 1.25 * ideal  # the launch cost is on top (tests/test_launch_cost.py)
     # fusion saves traffic: the same model estimates faster fused
     fused = estimate_module(fuse_only(str(tiny("bert-tiny")), 2)[0], target)
     unfused = estimate_module(fuse_only(str(tiny("bert-tiny")), 0)[0], target)
-    assert 0 < fused.total_us < unfused.total_us
+    assert 0 < fused.roofline_us < unfused.roofline_us
     assert all(k.bound == "memory" for k in unfused.kernels if k.cube_flops == 0 and k.vector_ops == 0)
 
 
 # --- Ascend-like builds run on the host ---------------------------------------------------
 def test_ascend_build_of_light_squeezenet_matches_onnxruntime():
     model = onnx.load(LIGHT_DIR / "light_squeezenet.onnx")
-    artifact = braze_compile(model, target="ascend910b-like")
+    # Its activations reach 9e9 on random inputs, far beyond float16's range:
+    # the chip's default mode (force_fp16) would overflow, so check float32.
+    artifact = braze_compile(model, target="ascend910b-like", precision_mode="must_keep_origin_dtype")
     m = artifact.manifest
     assert m["target"]["name"] == "ascend910b-like" and m["estimate"]["total_us"] > 0
     assert all(k["estimate_us"] > 0 for k in m["kernels"])
@@ -204,7 +206,8 @@ def test_ascend_build_of_light_squeezenet_matches_onnxruntime():
 
 
 def test_ascend_build_of_a_tiny_model_matches_onnxruntime():
-    artifact = braze_compile(str(tiny("bert-tiny")), target="ascend310p-like")
+    # float32 here; the default (ATC's force_fp16) is checked in test_precision.py
+    artifact = braze_compile(str(tiny("bert-tiny")), target="ascend310p-like", precision_mode="must_keep_origin_dtype")
     feeds = dict(np.load(DATA / "bert-tiny.inputs.npz"))
     assert_close(artifact.run(feeds), dict(np.load(DATA / "bert-tiny.ref.npz")))
 

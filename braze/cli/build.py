@@ -9,7 +9,7 @@ import sys
 from .. import interrupts
 from ..errors import InputError
 from .common import (Command, _progress, _write_text, atomic, build_options, compile_from_args, compile_options,
-                     fusion_from_args, gear_bindings, gear_options, positive_int)
+                     fusion_from_args, gear_bindings, gear_options, positive_int, precision_from_args)
 
 
 def cmd_compile(args) -> int:
@@ -54,14 +54,16 @@ def cmd_explain(args) -> int:
     if len(bindings) > 1:  # a report per gear
         if args.dot or args.html:
             raise InputError("--dot and --html draw one shape: give it with --input-shape")
-        reports = {name: fuse_only(args.model, args.level, fusion_from_args(args), shapes, args.target)[1]
+        reports = {name: fuse_only(args.model, args.level, fusion_from_args(args), shapes, args.target,
+                                   precision_from_args(args))[1]
                    for name, shapes in bindings}
         if args.json:
             print(json.dumps({"gears": {n: r.to_dict() for n, r in reports.items()}}, indent=2))
         else:
             print("\n\n".join(f"gear {n}\n{r.table()}" for n, r in reports.items()))
         return 0
-    module, report = fuse_only(args.model, args.level, fusion_from_args(args), bindings[0][1], args.target)
+    module, report = fuse_only(args.model, args.level, fusion_from_args(args), bindings[0][1], args.target,
+                               precision_from_args(args))
     if args.dot or args.html:
         from ..passes.fusion import draw
 
@@ -89,7 +91,8 @@ def cmd_kernels(args) -> int:
 
     listings = {}
     for name, shapes in gear_bindings(args):
-        found = kernels(args.model, args.level, fusion_from_args(args), shapes, args.target, args.threads)
+        found = kernels(args.model, args.level, fusion_from_args(args), shapes, args.target, args.threads,
+                        precision_from_args(args))
         if args.sort != "order":
             found = sorted(found, key=lambda k: -getattr(k, args.sort))
         listings[name] = found
@@ -156,12 +159,19 @@ def _schedule_arguments(s) -> None:
 def cmd_tune(args) -> int:
     from ..tools.tune import tune
 
+    if args.merge:
+        return _merge(args)
+    if not args.model or not args.db:
+        raise InputError("braze tune needs MODEL and --db DIR (or --merge DB1 DB2 ... -o DB)")
+    if bool(args.rpc) != bool(args.key):
+        raise InputError("--rpc HOST:PORT and --key KEY go together: the tracker and its servers' device key")
     say = _progress(not args.quiet)
     kernels = tuple(x.strip() for v in args.kernels or [] for x in v.split(",") if x.strip())
     try:
         report = tune(args.model, args.db, level=args.level, trials=args.trials, kernels=kernels,
                       everything=args.all, fusion=fusion_from_args(args), input_shapes=args.input_shape,
-                      target=args.target, threads=args.threads, progress=lambda p: say(p.line()), say=say)
+                      target=args.target, threads=args.threads, progress=lambda p: say(p.line()), say=say,
+                      rpc=args.rpc, key=args.key, builders=args.builders, resume=args.resume)
     except KeyboardInterrupt:
         print(f"interrupted: the trials measured so far are kept in {args.db}; "
               "the same command resumes", file=sys.stderr)
@@ -174,9 +184,31 @@ def cmd_tune(args) -> int:
     return 0
 
 
+def _merge(args) -> int:
+    from ..codegen.merge import merge_databases
+
+    if not args.output:
+        raise InputError("--merge DB1 DB2 ... needs -o DB: the merged database folder")
+    report = merge_databases(args.merge, args.output)
+    print(json.dumps(report.to_dict(), indent=2) if args.json else report.line())
+    return 0
+
+
 def _tune_arguments(s) -> None:
-    compile_options(s)
-    s.add_argument("--db", required=True, metavar="DIR", help="tuning database folder (created; resumed if present)")
+    compile_options(s, model_optional=True)
+    s.set_defaults(target=None)  # with --rpc: the servers' CPU; else the host's ("cpu")
+    s.add_argument("--db", metavar="DIR", help="tuning database folder (created; resumed if present)")
+    s.add_argument("--resume", action="store_true",
+                   help="continue DIR (it must exist), saying how many workloads already have their trials")
+    r = s.add_argument_group("tuning on other machines (docs/performance.md, \"Tuning on many machines\")")
+    r.add_argument("--rpc", metavar="HOST:PORT", help="a TVM RPC tracker: candidates are measured on its servers")
+    r.add_argument("--key", help="with --rpc: the device key the servers registered under")
+    r.add_argument("--builders", type=positive_int, default=1, metavar="N",
+                   help="build candidates in N local processes (default 1: in this process)")
+    m = s.add_argument_group("merging databases")
+    m.add_argument("--merge", nargs="+", metavar="DB", help="combine these databases, the fastest record of "
+                   "each workload per machine, into -o DB")
+    m.add_argument("-o", "--output", metavar="DB", help="with --merge: the database folder to write")
     s.add_argument("--trials", type=int, default=64,
                    help="measured candidates per kernel workload, counting those already in DIR (default 64)")
     s.add_argument("--kernels", action="append", metavar="NAMES",

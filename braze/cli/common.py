@@ -106,6 +106,14 @@ def fusion_from_args(args) -> dict:
             "strict_rules": bool(getattr(args, "strict_rules", False))}
 
 
+def precision_from_args(args) -> dict:
+    """The precision options given on the command line (compiler.precision_options)."""
+    from ..compiler import precision_options
+
+    return precision_options(getattr(args, "precision_mode", None), getattr(args, "modify_mixlist", None),
+                             getattr(args, "keep_dtype", None))
+
+
 def compile_from_args(args):
     from ..compiler import compile as braze_compile
 
@@ -115,7 +123,10 @@ def compile_from_args(args):
                          tuning_db=getattr(args, "tuning_db", None),
                          dynamic_batch=getattr(args, "dynamic_batch", None),
                          dynamic_dims=getattr(args, "dynamic_dims", None), gears=getattr(args, "gears", None),
-                         pad_batch=bool(getattr(args, "pad_batch", False)))
+                         pad_batch=bool(getattr(args, "pad_batch", False)),
+                         precision_mode=getattr(args, "precision_mode", None),
+                         modify_mixlist=getattr(args, "modify_mixlist", None),
+                         keep_dtype=getattr(args, "keep_dtype", None))
 
 
 def schedules_from_args(args) -> dict | None:
@@ -190,8 +201,8 @@ def spin_option(s, what: str = "how long TVM's idle threads spin after each kern
                         "per thread for 0.1-0.3 s after each run (docs/usage.md)")
 
 
-def compile_options(s, default_level=2, model_help="ONNX file"):
-    s.add_argument("model", help=model_help)
+def compile_options(s, default_level=2, model_help="ONNX file", model_optional=False):
+    s.add_argument("model", help=model_help, nargs="?" if model_optional else None)
     s.add_argument("--target", default="cpu",
                    help="a built-in target (`braze targets`) or a descriptor file (default: cpu, the host)")
     s.add_argument("--level", type=int, default=default_level, choices=range(0, 4),
@@ -200,6 +211,14 @@ def compile_options(s, default_level=2, model_help="ONNX file"):
                    help="bind a graph input's shape (repeatable)")
     s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    p = s.add_argument_group("precision (docs/usage.md, \"Precision modes\")")
+    p.add_argument("--precision-mode", metavar="MODE",
+                   help="ATC's modes: allow_mix_precision (fp16), allow_mix_precision_bf16, force_fp16, "
+                        "must_keep_origin_dtype, ... (default: the target's; float32 except Ascend-like)")
+    p.add_argument("--modify-mixlist", metavar="MIXLIST.json",
+                   help="ATC's JSON moving ONNX op types between the white, black and gray lists")
+    p.add_argument("--keep-dtype", metavar="FILE",
+                   help="node names (or OpType::Relu), one per line, that keep float32")
     f = s.add_argument_group("fusion controls (docs/fusion.md)")
     f.add_argument("--no-fuse", action="append", metavar="TYPES", help="op types that never join a group, e.g. Slice,Concat")
     f.add_argument("--only-fuse", action="append", metavar="TYPES", help="only these op types may join groups")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from collections import Counter
@@ -9,7 +10,9 @@ from collections import Counter
 from ..errors import BrazeError, InputError, first_line
 from ..version import __version__
 from .common import (Command, _inputs_for, _progress, atomic, build_options, compile_from_args, demo_model_path,
-                     fusion_from_args, gear_inputs, gear_option, positive_int, spin_option)
+                     fusion_from_args, gear_inputs, gear_option, positive_int, precision_from_args,
+                     spin_option)
+from .remote import bench_over_rpc, profile_over_rpc, rpc_options, run_over_rpc, tracker_from_args
 
 
 def cmd_run(args) -> int:
@@ -18,8 +21,11 @@ def cmd_run(args) -> int:
     from ..measure import load_inputs
     from ..runtime import load
 
-    artifact = load(args.artifact, spin=args.spin)
-    outputs = artifact.run(load_inputs(args.inputs))
+    tracker = tracker_from_args(args)
+    if tracker:
+        outputs = run_over_rpc(args, tracker)
+    else:
+        outputs = load(args.artifact, spin=args.spin).run(load_inputs(args.inputs))
     if args.output:
         out = args.output if args.output.endswith(".npz") else args.output + ".npz"
         with atomic(out, "wb") as f:
@@ -36,6 +42,7 @@ def _run_arguments(s) -> None:
     s.add_argument("--inputs", required=True, help=".npz with one array per input name")
     s.add_argument("-o", "--output", help="write the outputs to this .npz")
     spin_option(s)
+    rpc_options(s)
 
 
 def cmd_verify(args) -> int:
@@ -43,12 +50,16 @@ def cmd_verify(args) -> int:
     from ..tools.reports import VerifyReport
 
     artifact = compile_from_args(args)
-    if artifact.gears and args.per_group:
-        raise InputError("--per-group checks one shape; compile it with --input-shape for the gear to check")
+    if artifact.gears and (args.per_group or args.suggest_keep):
+        raise InputError("--per-group and --suggest-keep check one shape; compile it with --input-shape for "
+                         "the gear to check")
+    tolerance_dtype = (artifact.manifest.get("precision") or {}).get("dtype", "f32")
+    tolerance = args.tolerance if args.tolerance is not None else _mode_tolerance(artifact)
 
     def check(inputs) -> VerifyReport:
-        return VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), args.tolerance,
-                            _verify_groups(args, inputs) if args.per_group else None)
+        against = "float32" if tolerance_dtype != "f32" else "the same ops unfused"
+        return VerifyReport(compare(artifact.run(inputs), run_onnxruntime(args.model, inputs)), tolerance,
+                            _verify_groups(args, inputs) if args.per_group else None, against)
 
     if not artifact.gears or args.inputs:
         inputs = _inputs_for(args, artifact.inputs)
@@ -56,20 +67,79 @@ def cmd_verify(args) -> int:
         reports = {gear["name"] if gear else "": check(inputs)}
     else:  # every gear, on random inputs of its shapes
         reports = {gear["name"]: check(_inputs_for(args, gear["inputs"])) for gear in artifact.gears}
+    extra = {}
+    if args.samples:
+        extra["agreement"] = _agreement(args, artifact)
+    if args.suggest_keep:
+        extra["suggest_keep"] = _suggest_keep(args, inputs, tolerance)
     if args.json:
         data = reports[""].to_dict() if "" in reports else {"gears": {n: r.to_dict() for n, r in reports.items()}}
+        data.update({k: v.to_dict() if hasattr(v, "to_dict") else v for k, v in extra.items()})
         print(json.dumps(data, indent=2))
     else:
         print("\n\n".join((f"gear {name}\n" if name else "") + r.table() for name, r in reports.items()))
+        for v in extra.values():
+            print("\n" + v.table())
     return 0 if all(r.ok for r in reports.values()) else 2
+
+
+def _mode_tolerance(artifact) -> float:
+    """The default tolerance: float32's, or the precision mode's (docs/usage.md)."""
+    from ..passes.precision import TOLERANCES
+
+    return TOLERANCES[(artifact.manifest.get("precision") or {}).get("dtype", "f32")]
+
+
+def _agreement(args, artifact):
+    from ..tools.precision import top1_agreement
+
+    return top1_agreement(artifact, args.model, artifact.inputs, args.samples)
+
+
+def _suggest_keep(args, inputs, tolerance):
+    """The greedy keep-dtype walk; the file is written when it succeeds."""
+    from ..compiler import compile as braze_compile
+    from ..compiler import fuse_only
+    from ..measure import run_onnxruntime
+    from ..passes.precision import read_keep
+    from ..tools.precision import suggest_keep
+
+    def options(keep):
+        return dict(args.__dict__, keep_dtype=keep)
+
+    def build(keep):
+        return braze_compile(args.model, target=args.target, level=args.level, fusion=fusion_from_args(args),
+                             input_shapes=args.input_shape, threads=args.threads,
+                             precision_mode=args.precision_mode, modify_mixlist=args.modify_mixlist,
+                             keep_dtype=keep)
+
+    def fuse(keep):
+        precision = precision_from_args(argparse.Namespace(**options(keep)))
+        return fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target,
+                         precision)[0]
+
+    found = suggest_keep(args.model, inputs, run_onnxruntime(args.model, inputs), tolerance, build, fuse,
+                         keep=list(read_keep(args.keep_dtype)), target=args.target)
+    if found.ok:
+        with atomic(args.suggest_keep, "w") as f:
+            f.write(found.text())
+    return found
 
 
 def _verify_arguments(s) -> None:
     build_options(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
-    s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |output|max)")
+    s.add_argument("--tolerance", type=float,
+                   help="max error relative to max(1, |output|max) (default: 1e-4; in a 16-bit precision mode "
+                        "the mode's, docs/usage.md)")
     s.add_argument("--per-group", action="store_true",
-                   help="also check each fused kernel against the same ops unfused, naming any that drifts")
+                   help="also check each fused kernel against the same ops unfused (in a 16-bit precision mode: "
+                        "against float32), worst first, naming the ONNX nodes")
+    s.add_argument("--suggest-keep", metavar="FILE",
+                   help="with a 16-bit precision mode: find nodes to keep in float32 until the outputs are within "
+                        "the tolerance, and write them as a --keep-dtype file")
+    s.add_argument("--samples", type=positive_int, metavar="N",
+                   help="also run N random inputs: the worst error, and top-1 agreement of class-score outputs")
     s.add_argument("--json", action="store_true")
 
 
@@ -82,6 +152,9 @@ def cmd_bench(args) -> int:
 
     if args.spin is not None:
         spin_count(args.spin)  # a typo fails now, not after a long compile
+    tracker = tracker_from_args(args)
+    if tracker:
+        return bench_over_rpc(args, tracker, _inputs_for)
     if args.model.endswith(".onnx"):
         artifact = compile_from_args(args)
         tmp = tempfile.mkdtemp(prefix="braze-bench-")
@@ -100,6 +173,7 @@ def cmd_bench(args) -> int:
 
 def _bench_arguments(s) -> None:
     build_options(s)
+    rpc_options(s)
     s.add_argument("--onnx", help="with an artifact as MODEL: the ONNX model to compare with")
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     gear_option(s)
@@ -121,6 +195,9 @@ def cmd_profile(args) -> int:
     from ..runtime import load
     from ..tools.reports import ProfileReport
 
+    tracker = tracker_from_args(args)
+    if tracker:
+        return profile_over_rpc(args, tracker, _inputs_for)
     artifact = load(args.artifact)
     inputs = _inputs_for(args, gear_inputs(artifact, args.gear))
     theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
@@ -132,6 +209,7 @@ def cmd_profile(args) -> int:
 
 def _profile_arguments(s) -> None:
     s.add_argument("artifact")
+    rpc_options(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
     s.add_argument("--repeat", type=positive_int, default=5)
     gear_option(s)
@@ -180,10 +258,18 @@ def _demo_arguments(s) -> None:
 
 
 def _verify_groups(args, inputs):
-    from ..compiler import fuse_only
+    """Each group against the same ops unfused; in a 16-bit precision mode,
+    each 16-bit group against float32, worst first (tools/precision.py)."""
+    from ..compiler import default_precision_mode, fuse_only
     from ..measure import verify_groups
+    from ..passes.precision import mode_dtype
+    from ..targets import get_target
+    from ..tools.precision import precision_groups
 
-    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target)
+    precision = precision_from_args(args)
+    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, precision)
+    if mode_dtype(precision["mode"] or default_precision_mode(get_target(args.target))):
+        return precision_groups(module, inputs, args.target)
     return verify_groups(module, inputs, args.target)
 
 

@@ -67,7 +67,8 @@ def _function(bb, name: str, module: Module, kernels: list[Kernel], primfuncs, a
         return env[id(v)]
 
     def packed(k: Kernel, index: int, v: Value) -> relax.Expr:
-        return constant(k.packings[index].pack(weights(v.owner)), TVM_DTYPES[v.type.dtype])
+        packing = k.packings[index]
+        return constant(packing.pack(weights(v.owner)), TVM_DTYPES[packing.dtype or v.type.dtype])
 
     with bb.function(name, params):
         with bb.dataflow():

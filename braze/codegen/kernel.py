@@ -56,11 +56,15 @@ class Kernel:
     #: ...) and its parameters; set by the build
     schedule: str = ""
     schedule_params: dict = field(default_factory=dict)
+    #: the values (by ``id``) whose 16-bit param a rule wants widened to
+    #: float32 in a stage of their own before its micro-kernel reads them
+    #: (Rule.stage_16bit; see ``compute``)
+    stage_16bit: set = field(default_factory=set)
 
     def plain_layouts(self) -> None:
         """Every param in its own layout and every op lowered its own way
         (before a schedule that packs nothing: generic, tuned, a user's)."""
-        self.packings, self.lowerings = {}, {}
+        self.packings, self.lowerings, self.stage_16bit = {}, {}, set()
 
     @property
     def kind(self) -> Kind:
@@ -85,6 +89,10 @@ class Packing:
     shape: tuple[int, ...]
     pack: Callable[[np.ndarray], np.ndarray]
     unpack: Callable[[te.Tensor], te.Tensor] | None
+    #: the stored dtype (IR name), when not the constant's own: Winograd keeps
+    #: its transformed 16-bit weights in float32, whose rounding its output
+    #: transform would amplify
+    dtype: str | None = None
 
 
 def _symbol(text: str) -> str:
@@ -148,10 +156,13 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
                 exact = np.array(kernel.immediates[id(v)], dtype=v.type.np_dtype).item()
                 number = tvm.tirx.const(exact, dtype)
                 env[id(v)] = _filled(v.type.shape, number)
+    widened = _widened_params(kernel)
     for i, v in enumerate(kernel.params):
         packing = kernel.packings.get(i)
-        ph = te.placeholder(packing.shape if packing else v.type.shape, TVM_DTYPES[v.type.dtype], name=f"p{i}")
-        env[id(v)] = packing.unpack(ph) if packing and packing.unpack else ph
+        stored = (packing.dtype if packing else None) or v.type.dtype
+        ph = te.placeholder(packing.shape if packing else v.type.shape, TVM_DTYPES[stored], name=f"p{i}")
+        source = _widen(ph, i) if i in widened and stored in ("f16", "bf16") else ph
+        env[id(v)] = packing.unpack(source) if packing and packing.unpack else source
         placeholders.append(ph)
     for index, op in enumerate(kernel.ops):
         fn = kernel.lowerings.get(index) or find_lowering(op.name)
@@ -164,6 +175,8 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         with lowering_op(index):
             out = fn(*[env[id(v)] for v in op.operands], **attrs)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        # a rule's algorithm, or widened operands: float32 results, rounded to the IR's 16-bit type
+        outs = [_narrowed(t, r.type.dtype) for t, r in zip(outs, op.results)]
         for r, t in zip(op.results, outs):
             shape = tuple(int(d) for d in t.shape)
             if shape != r.type.shape or t.dtype != TVM_DTYPES[r.type.dtype]:
@@ -179,6 +192,28 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         seen.add(id(t))
         outputs.append(t)
     return placeholders, outputs
+
+
+def _widened_params(kernel: Kernel) -> set[int]:
+    """Param indices whose values a rule wants staged in float32
+    (``stage_16bit``): its micro-kernel would otherwise convert a broadcast
+    16-bit operand once per row of the register tile, which measured 1.5x
+    slower than float32 on resnet50 (docs/schedules.md, "16-bit kernels")."""
+    return {i for i, v in enumerate(kernel.params) if id(v) in kernel.stage_16bit}
+
+
+def _widen(ph: te.Tensor, index: int) -> te.Tensor:
+    """A float32 copy of a 16-bit param, in its stored layout (a stage of
+    its own: ``braze.keep`` stops the rules inlining it)."""
+    return te.compute(ph.shape, lambda *i: ph(*i).astype("float32"), name=f"widen{index}",
+                      attrs={"braze.keep": 1})
+
+
+def _narrowed(t: te.Tensor, dtype: str) -> te.Tensor:
+    """``t`` cast to a 16-bit IR dtype when it is float32 (else ``t``)."""
+    if dtype in ("f16", "bf16") and t.dtype == "float32":
+        return te.compute(t.shape, lambda *i: t(*i).astype(TVM_DTYPES[dtype]), name="narrow")
+    return t
 
 
 def _copy(t: te.Tensor) -> te.Tensor:

@@ -50,6 +50,7 @@ class Progress:
     elapsed_s: float
     flops: float = 0.0
     errors: int = 0  # candidates that did not build or run
+    servers: str = ""  # remote tuning: "on 1 (of 2) 'KEY' server(s)" (tools/tune.py fills it in)
 
     @property
     def left_s(self) -> float | None:
@@ -65,8 +66,9 @@ class Progress:
         failed = f", {self.errors} failed" if self.errors else ""
         filled = int(20 * self.done / max(self.planned, 1))
         left = "time left: after the first batch" if self.left_s is None else f"{_clock(self.left_s)} left"
+        where = f", {self.servers}" if self.servers else ""
         return (f"kernel {self.task}/{self.tasks} {self.kernel}{shared}: {self.trials}/{self.task_trials} trials"
-                f"{failed}{best} [{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.planned}, {left}")
+                f"{failed}{best} [{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.planned}{where}, {left}")
 
 
 def _clock(seconds: float) -> str:
@@ -88,13 +90,15 @@ class Session:
     noted in ``interrupted`` (TVM reports a KeyboardInterrupt raised inside
     its loop as a RuntimeError)."""
 
-    def __init__(self, log_dir: str, threads: int):
+    def __init__(self, log_dir: str, threads: int, runner=None, builder=None):
         self.log_dir, self.threads = log_dir, max(1, threads)
+        # factories, called once meta_schedule is set up: remote.py's RPC runner, a LocalBuilder
+        self.make_runner, self.make_builder = runner, builder
         self.interrupted, self.saved_sigint = False, None
 
     def __enter__(self) -> "Session":
         _check_dependencies()
-        _light_intrinsics()
+        light_intrinsics()
         from tvm.s_tir import meta_schedule as ms
 
         self.ms = ms
@@ -111,7 +115,8 @@ class Session:
         self.logger.handlers = [handler]
         self.logger.setLevel(logging.INFO)
         self.logger.propagate = False
-        self.builder, self.runner = _builder(), ms.runner.LocalRunner(timeout_sec=60)
+        self.builder = self.make_builder() if self.make_builder else _builder()
+        self.runner = self.make_runner() if self.make_runner else ms.runner.LocalRunner(timeout_sec=60)
         return self
 
     def __exit__(self, *exc) -> bool:
@@ -218,7 +223,7 @@ def _check_dependencies() -> None:
                           f"pip install {' '.join(missing)}")
 
 
-def _light_intrinsics() -> None:
+def light_intrinsics() -> None:
     """Register only the host's tensor intrinsics before meta_schedule
     imports ``tvm.s_tir.tensor_intrin`` (whose package import registers
     every target's, CUDA's included). A later explicit import of another

@@ -206,18 +206,20 @@ class TaskResult:
 
 
 def tune_workloads(tasks: list[Task], target, db_path: str, trials: int = 64, progress=None,
-                   seed: int | None = None) -> list[TaskResult]:
+                   seed: int | None = None, runner=None, builder=None) -> list[TaskResult]:
     """Tune ``tasks`` (from ``find_tasks``) into the database at ``db_path``
     (created if absent): up to ``trials`` measured candidates per workload,
     counting those already in the database, so that a second run resumes.
     ``progress(Progress)`` is called when a workload starts and after each
-    measured batch. One result per task, in order."""
+    measured batch. One result per task, in order. ``runner`` and
+    ``builder`` make meta_schedule's runner and builder (remote.py's RPC
+    runner measures on other machines: this one's ISA does not matter)."""
     if target.kind != "llvm":
-        raise TuningError(f"tuning runs kernels on this machine's CPU; target {target.name} "
-                          f"({target.kind}) cannot be measured here")
+        raise TuningError(f"tuning runs kernels on a CPU; target {target.name} "
+                          f"({target.kind}) cannot be measured by braze tune")
     from ..targets.isa import missing, requirements
 
-    lacking = missing(requirements(target))
+    lacking = missing(requirements(target)) if runner is None else []
     if lacking:
         raise TuningError(f"tuning measures kernels on this machine; target {target.name} needs {lacking}: "
                           "tune on a machine that runs it, or for --target cpu or cpu-avx2")
@@ -231,7 +233,7 @@ def tune_workloads(tasks: list[Task], target, db_path: str, trials: int = 64, pr
     have = [len(database.records(t.mod, target, trials)) for t in tasks]
     todo = [max(trials - n, 0) for n in have]
     if any(todo):
-        with Session(os.path.join(database.path, "logs"), target.num_cores) as session:
+        with Session(os.path.join(database.path, "logs"), target.num_cores, runner, builder) as session:
             started, done, planned = time.perf_counter(), 0, sum(todo)
             for i, (task, count) in enumerate(zip(tasks, todo)):
                 if not count:

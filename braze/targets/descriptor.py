@@ -94,6 +94,10 @@ class NpuSpec:
     l2_rate: float = _f("L2 bandwidth of one AI core", "bytes per cycle")
     compute_dtype: str = _f("precision kernels run at on the chip (float16: ATC's default for inference)",
                             choices=("float16", "float32"), default="float16")
+    launch_us: float = _f("per-kernel launch and synchronization cost, added to every kernel's estimate: an "
+                          "assumed figure of the order reported for CUDA launch + sync and host-dispatched Ascend "
+                          "kernels, not a measurement (docs/targets.md, \"Launch cost\"); 0 leaves it out",
+                          "us", minimum=0, default=10.0)
 
 
 #: family -> (section key, section class)
@@ -172,8 +176,11 @@ def _check(value, f, where: str, detect: bool):
             raise TargetError(f"{where} must be a list of LLVM features like [\"+neon\"], got {value!r}")
         value = tuple(value)
     elif want == "float":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-            raise TargetError(f"{where} must be a positive number{unit}, got {value!r}")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        positive = meta["minimum"] > 0
+        if not number or not (value > 0 if positive else value >= 0):  # NaN fails both
+            raise TargetError(f"{where} must be a {'positive' if positive else 'non-negative'} number{unit}, "
+                              f"got {value!r}")
         value = float(value)
     elif not isinstance(value, str) or not value:
         raise TargetError(f"{where} must be text, got {value!r}")

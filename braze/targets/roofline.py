@@ -14,11 +14,14 @@ For each kernel (a fused group or a single op) of a fused module:
   again (from L2) for every L1 panel of its right one. Bandwidth is per AI core, so
   a kernel that occupies few cores gets little of it.
 
-``estimate_us = max(cube_us + vector_us, memory_us)``: compute and traffic
+``roofline_us = max(cube_us + vector_us, memory_us)``: compute and traffic
 overlap, the cube and vector parts of a fused kernel run one after the
-other. Not modelled: launch overhead, pipeline bubbles, bank conflicts,
-format conversion (NCHW -> NC1HWC0), and anything an actual tiler does
-better or worse. It is a comparison tool (fusion on/off, one chip vs
+other. ``estimate_us = roofline_us + launch_us``: every kernel also pays the
+descriptor's per-kernel launch and synchronization cost (``npu.launch_us``,
+an assumed figure: docs/targets.md), which is what fusing fewer, larger
+kernels saves beyond traffic. Not modelled: pipeline bubbles, bank
+conflicts, format conversion (NCHW -> NC1HWC0), and anything an actual tiler
+does better or worse. It is a comparison tool (fusion on/off, one chip vs
 another), not a prediction of measured time.
 """
 
@@ -59,13 +62,15 @@ class KernelEstimate:
     cube_us: float
     vector_us: float
     memory_us: float
-    estimate_us: float
-    bound: str  # "cube", "vector" or "memory"
+    roofline_us: float  # max(cube_us + vector_us, memory_us)
+    launch_us: float  # the descriptor's per-kernel launch and sync cost
+    estimate_us: float  # roofline_us + launch_us
+    bound: str  # "cube", "vector" or "memory": what limits roofline_us
     tile: dict = field(default_factory=dict)  # cube tile [m, n, k] and L1 panel width; vector tile elements
 
     def to_dict(self) -> dict:
         data = asdict(self)
-        for key in ("cube_us", "vector_us", "memory_us", "estimate_us"):
+        for key in ("cube_us", "vector_us", "memory_us", "roofline_us", "launch_us", "estimate_us"):
             data[key] = round(data[key], 4)
         return data
 
@@ -79,8 +84,18 @@ class ModelEstimate:
     def total_us(self) -> float:
         return sum(k.estimate_us for k in self.kernels)
 
+    @property
+    def launch_us(self) -> float:
+        """What the launches cost: kernels x the descriptor's launch_us."""
+        return sum(k.launch_us for k in self.kernels)
+
+    @property
+    def roofline_us(self) -> float:
+        return sum(k.roofline_us for k in self.kernels)
+
     def to_dict(self) -> dict:
         return {"target": self.target, "model": "roofline", "total_us": round(self.total_us, 3),
+                "roofline_us": round(self.roofline_us, 3), "launch_us": round(self.launch_us, 3),
                 "kernels": [k.to_dict() for k in self.kernels]}
 
 
@@ -183,8 +198,10 @@ def estimate_kernel(name: str, nodes: list[str], members: list[Operation], input
     compute = cube_us + vector_us
     bound = "memory" if memory_us >= compute else ("cube" if cube_us >= vector_us else "vector")
     tile["cores"] = cores
+    roofline = max(compute, memory_us)
     return KernelEstimate(name, nodes, cube_flops, int(vector_ops), ddr, l2, cores, cube_us, vector_us, memory_us,
-                          max(compute, memory_us), bound, tile)
+                          roofline_us=roofline, launch_us=npu.launch_us, estimate_us=roofline + npu.launch_us,
+                          bound=bound, tile=tile)
 
 
 # --- the cube ------------------------------------------------------------------------------

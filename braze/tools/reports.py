@@ -15,6 +15,7 @@ class VerifyReport:
     outputs: list
     tolerance: float
     groups: list | None = None  # None: not asked for
+    against: str = "the same ops unfused"  # what each group is compared with (16-bit modes: float32)
 
     @property
     def ok(self) -> bool:
@@ -32,7 +33,7 @@ class VerifyReport:
             lines.append(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}"
                          f"{'' if r.max_rel <= self.tolerance else '  FAIL'}")
         if self.groups is not None:
-            lines.append(f"\n{'fused group (vs the same ops unfused)':<48} {'max abs':>12} {'max rel':>12}")
+            lines.append(f"\n{f'fused group (vs {self.against})':<48} {'max abs':>12} {'max rel':>12}")
             for g in self.groups:
                 lines.append(f"{g.name:<48} {g.max_abs:12.3e} {g.max_rel:12.3e}"
                              f"{'' if g.max_rel <= self.tolerance else '  DRIFTS'}")

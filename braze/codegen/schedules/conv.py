@@ -21,7 +21,7 @@ from tvm import te
 
 from ...ir.registry import lookup
 from ..kernel import Packing
-from .rule import Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
+from .rule import FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
 from .tir import blocks_under, epilogue_of, extent, place_at
 
 
@@ -29,8 +29,8 @@ def _group(op) -> int:
     return int(lookup(op.name).normalize_attrs(op.attributes)["group"])
 
 
-def _is_2d_f32(op) -> bool:
-    return len(op.operands[0].type.shape) == 4 and op.results[0].type.dtype == "f32" and all(
+def _is_2d_float(op) -> bool:
+    return len(op.operands[0].type.shape) == 4 and op.results[0].type.dtype in FLOAT32_MATH and all(
         d > 0 for d in op.results[0].type.shape)
 
 
@@ -45,7 +45,7 @@ def _channels_per_group(op) -> tuple[int, int]:
 def conv_applies(op, kernel, target) -> bool:
     """Dense, or grouped with more than one input channel per group (a
     depthwise conv has its own rule)."""
-    return _is_2d_f32(op) and (_group(op) == 1 or _channels_per_group(op)[1] > 1)
+    return _is_2d_float(op) and (_group(op) == 1 or _channels_per_group(op)[1] > 1)
 
 
 def conv_defaults(op, kernel, target) -> dict | None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ...ir.registry import lookup
 from .rule import Rule, divisor_at_most, lanes, register
 from .tir import blocks_under, extent
-from .conv import _group, _is_2d_f32, _tile_epilogue
+from .conv import _group, _is_2d_float, _tile_epilogue
 from .intrinsics import deinterleave
 
 
@@ -22,7 +22,7 @@ def dw_applies(op, kernel, target) -> bool:
     """Depthwise, and any grouped conv that conv2d's channel blocks do not
     fit (fewer output channels per group than a vector: each output
     channel is then a task of its own, vectorized along the row)."""
-    return _is_2d_f32(op) and _group(op) > 1
+    return _is_2d_float(op) and _group(op) > 1
 
 
 def dw_defaults(op, kernel, target) -> dict | None:

@@ -18,7 +18,7 @@ import numpy as np
 from tvm import te
 
 from ..kernel import Packing
-from .rule import Rule, accumulators, lanes, register
+from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register
 from .tir import blocks_under, epilogue_of, extent, place_at
 
 
@@ -29,7 +29,7 @@ def _shapes(op):
 
 def applies(op, kernel, target) -> bool:
     a, b, out = _shapes(op)
-    return (len(a) >= 2 and len(b) >= 2 and op.results[0].type.dtype == "f32" and a[-1] > 0
+    return (len(a) >= 2 and len(b) >= 2 and op.results[0].type.dtype in FLOAT32_MATH and a[-1] > 0
             and all(d > 0 for d in out))
 
 
@@ -144,4 +144,4 @@ def grid(op, target, defaults) -> list[dict]:
 
 
 register(Rule("gemm", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare,
-              grid=grid, packed_by=("tile_n",)))
+              grid=grid, packed_by=("tile_n",), stage_16bit=(0,)))

@@ -15,7 +15,7 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .rule import Rule, accumulators, divisor_at_most, lanes, register, weight_param
+from .rule import Rule, accumulators, divisor_at_most, lanes, register, weight_param, wide
 from .tir import blocks_under, epilogue_of, extent, is_spatial, place_at
 from .conv import conv_applies
 
@@ -124,7 +124,8 @@ def pw_lower(op, params):
         def channel(o):
             return tirx.min(o, k_out - 1) // kg * cg + rc if group > 1 else rc
 
-        y = te.compute((n, rows, cols), lambda b, o, p: te.sum(weight(o, rc) * read(b, channel(o), p), axis=rc),
+        y = te.compute((n, rows, cols), lambda b, o, p: te.sum(wide(weight(o, rc)) * wide(read(b, channel(o), p)),
+                                                               axis=rc),
                        name="conv", attrs=anchor_attrs())
         out = te.compute((n, k_out, oh, ow), lambda b, o, i, j: y[b, o, i * ow + j], name="pw_out")
         return _add_bias(out, bias)
@@ -234,4 +235,4 @@ def pw_grid(op, target, defaults) -> list[dict]:
 
 register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",
               pw_applies, pw_defaults, pw_apply, pw_packings, lower=pw_lower, grid=pw_grid,
-              packed_by=("tile_m",)))
+              packed_by=("tile_m",), stage_16bit=(1,)))

@@ -53,6 +53,11 @@ class Rule:
     #: pin these to one gear's values so that every gear shares one copy
     #: (codegen/gears.py)
     packed_by: tuple[str, ...] = ()
+    #: the anchor's operands (by index) that a 16-bit kernel widens to float32
+    #: in a stage of their own before the micro-kernel: the broadcast side,
+    #: which it would otherwise convert once per row of its register tile
+    #: (docs/schedules.md, "16-bit kernels")
+    stage_16bit: tuple[int, ...] = ()
 
 
 def halve_double(op, target, defaults) -> list[dict]:
@@ -76,6 +81,19 @@ def register(rule: Rule) -> Rule:
         raise AssertionError(f"two schedule rules named {rule.name}")
     RULES[rule.name] = rule
     return rule
+
+
+#: Result dtypes the CPU rules schedule. Their kernels compute in float32:
+#: 16-bit operands are widened as they are read (F16C on x86; a shift for
+#: bfloat16) and results rounded as they are stored, so register tiles and
+#: vector widths are float32's (docs/schedules.md, "16-bit kernels").
+FLOAT32_MATH = frozenset({"f32", "f16", "bf16"})
+
+
+def wide(value):
+    """A TE/TIR value read as float32 when it is 16-bit (a rule's own
+    lowering computes and accumulates in float32, as FLOAT32_MATH says)."""
+    return value.astype("float32") if value.dtype in ("float16", "bfloat16") else value
 
 
 def lanes(target, dtype: str = "float32") -> int:

@@ -43,7 +43,7 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .rule import Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
+from .rule import FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param, wide
 from .tir import blocks_under, epilogue_of, extent
 
 #: F(m, 3) for each output tile size m: B^T (input transform), G (weight
@@ -75,7 +75,7 @@ def _attrs(op) -> dict:
 
 def applies(op, kernel, target) -> bool:
     x, w, out = op.operands[0].type.shape, op.operands[1].type.shape, op.results[0].type.shape
-    if len(x) != 4 or op.results[0].type.dtype != "f32" or not all(d > 0 for d in out):
+    if len(x) != 4 or op.results[0].type.dtype not in FLOAT32_MATH or not all(d > 0 for d in out):
         return False
     attrs = _attrs(op)
     return (int(attrs["group"]) == 1 and tuple(w[2:]) == (3, 3) and all(s == 1 for s in attrs["strides"])
@@ -137,10 +137,12 @@ def packings(op, kernel, target, params) -> dict:
 
     def pack(w: np.ndarray) -> np.ndarray:
         u = transform_weights(w, m).reshape(alpha * alpha, k // kt, kt, c).transpose(0, 1, 3, 2)
-        return u.astype(w.dtype)
+        return u.astype(np.float32)
 
-    # no unpack: only this rule's lowering reads the transformed weights
-    return {index: Packing(f"winograd-f{m}x3-{kt}", (alpha * alpha, k // kt, c, kt), pack, None)}
+    # No unpack: only this rule's lowering reads the transformed weights. They
+    # are float32 even for 16-bit weights: the output transform (coefficients
+    # up to 8) would amplify a 16-bit U's rounding.
+    return {index: Packing(f"winograd-f{m}x3-{kt}", (alpha * alpha, k // kt, c, kt), pack, None, "f32")}
 
 
 def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:
@@ -177,7 +179,7 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
 
     def padded(b, y, xx, ch):
         inside = tirx.all(y >= pt, y < pt + height, xx >= pl, xx < pl + width)
-        return tirx.if_then_else(inside, x[b, ch, y - pt, xx - pl], tirx.const(0.0, x.dtype))
+        return tirx.if_then_else(inside, wide(x[b, ch, y - pt, xx - pl]), tirx.const(0.0, "float32"))
 
     d = te.compute((n, m * th + 2, m * tw + 2, c), padded, name="wino_pad", attrs=keep)
     rows = te.compute((n, th, tw, alpha, alpha, c),
@@ -187,9 +189,12 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
                    lambda e1, e2, b, ty, tx, ch: _combine(bt, e1, lambda r: rows[b, ty, tx, r, e2, ch]),
                    name="wino_in", attrs=keep)
     rc = te.reduce_axis((0, c), name="rc")
+
+    def weight(e1, e2, o, ch):
+        return wide(u[e1 * alpha + e2, o // kt, ch, o % kt])
+
     prod = te.compute((alpha, alpha, n, th, tw, k),
-                      lambda e1, e2, b, ty, tx, o: te.sum(v[e1, e2, b, ty, tx, rc] * u[e1 * alpha + e2, o // kt, rc, o % kt],
-                                                          axis=rc),
+                      lambda e1, e2, b, ty, tx, o: te.sum(v[e1, e2, b, ty, tx, rc] * weight(e1, e2, o, rc), axis=rc),
                       name="wino_gemm", attrs=anchor_attrs())
     cols = te.compute((n, m * th, tw, alpha, k),
                       lambda b, y, tx, e2, o: _combine(at, y % m, lambda e1: prod[e1, e2, b, y // m, tx, o]),

@@ -49,6 +49,7 @@ class GroupRecord:
     inputs: int
     outputs: int
     bytes: int  # working set: distinct input and output tensor bytes
+    dtype: str = "f32"  # what it computes in: f16/bf16 if the precision pass put any of it in 16 bits
 
 
 @dataclass
@@ -130,10 +131,13 @@ class FusionReport:
         if self.groups:
             width = max(len(g.name) for g in self.groups)
             est = f"  {'est. us':>8}" if times else ""
-            lines += ["", f"  {'group':<{width}}  {'rule':<18}  ops{est}  nodes"]
+            mixed = any(g.dtype != "f32" for g in self.groups)  # a dtype column only when it says something
+            dt = f"  {'dtype':<5}" if mixed else ""
+            lines += ["", f"  {'group':<{width}}  {'rule':<18}  ops{dt}{est}  nodes"]
             for g in self.groups:
                 est = f"  {times[g.name]:8.3f}" if g.name in times else ""
-                lines.append(f"  {g.name:<{width}}  {g.rule:<18}  {len(g.ops):>3}{est}  {', '.join(g.nodes)}")
+                dt = f"  {g.dtype:<5}" if mixed else ""
+                lines.append(f"  {g.name:<{width}}  {g.rule:<18}  {len(g.ops):>3}{dt}{est}  {', '.join(g.nodes)}")
         if self.refused:
             lines += ["", f"  refused merges ({len(self.refused)}):"]
             for r in self.refused:

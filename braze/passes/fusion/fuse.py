@@ -22,6 +22,7 @@ from ...errors import FusionRuleError, FusionRuleWarning
 from ...ir import Block, Func, Module, Operation, Region
 from ...ir.registry import Kind
 from ..manager import Pass, register_pass
+from ..precision import group_dtype
 from .controls import Controls, FusionOptions
 from .explain import FusionReport, GroupRecord, RuleStats
 from .graph import SKIPPED, Graph, node_name, node_names
@@ -66,8 +67,10 @@ def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=N
     # with `level`, so the record says what a higher level would do.
     for level in (1, 2, 3):
         plan.allow_multi_output = level == 3 and options.level >= 3 and controls.rule_on("multi_output")
-        for rule in (r for r in RULES if r.level == level):
+        for rule in (r for r in RULES if r.level == level and not r.last):
             _run_to_fixpoint(rule, plan)
+    for rule in (r for r in RULES if r.last):
+        _run_to_fixpoint(rule, plan)
     plan.write_refusals(report)
     _unusable_rules(report, options.strict_rules)
     report.groups = materialize(func, graph, plan, options.level)
@@ -152,9 +155,10 @@ def materialize(func: Func, graph: Graph, plan: Planner, level: int) -> list[Gro
 
 def group_rule(cluster: Cluster) -> str:
     """The rule a group is named after: the last that shaped it. Rules run
-    by level, so that is the most specific one; multi_output only widens a
-    group another rule shaped, so it names a group only on its own."""
-    shaping = [r for r in cluster.rules if r != "multi_output"]
+    by level, so that is the most specific one; multi_output and cast_fold
+    only widen a group another rule shaped, so they name a group only on
+    their own."""
+    shaping = [r for r in cluster.rules if r not in ("multi_output", "cast_fold")]
     return (shaping or cluster.rules)[-1]
 
 
@@ -183,7 +187,8 @@ def _record(graph: Graph, cluster: Cluster, name: str, rule: str) -> GroupRecord
         name=name, rule=rule, nodes=node_names(ops), ops=[op.name for op in ops],
         op_types=list(dict.fromkeys(op.loc.op_type for op in ops if op.loc and op.loc.op_type)),
         rules=list(cluster.rules), inputs=len(graph.inputs(cluster.members)),
-        outputs=len(graph.outputs(cluster.members)), bytes=graph.working_set(cluster.members))
+        outputs=len(graph.outputs(cluster.members)), bytes=graph.working_set(cluster.members),
+        dtype=group_dtype([r.type for op in ops if op.name != "math.cast" for r in op.results]))
 
 
 def _build_group(func: Func, graph: Graph, members: list[int], attrs: dict) -> Operation:

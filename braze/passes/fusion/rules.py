@@ -3,13 +3,15 @@
 A finder walks the graph and proposes merges through ``Planner.propose``,
 which applies the controls and the checks; the finder only says *what*
 would make one kernel. Rules run in the order of ``RULES`` (level 1 rules
-first), each until it finds nothing more to merge.
+first), each until it finds nothing more to merge; a rule marked ``last``
+runs after all of them.
 
 | level | rules |
 |---|---|
 | 1 | conv_epilogue, matmul_epilogue, pool_epilogue, elemwise_chain |
 | 2 | injective_producer, norm_prologue, norm_epilogue, gelu_epilogue, conv_pool |
 | 3 | attention, horizontal_matmul, multi_output |
+| 1, last | cast_fold |
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class FusionRule:
     doc: str
     max_heavy: int | None = 1  # anchor/reduce ops one merge may put together
     multi_output: bool = False  # groups with several outputs at any level
+    last: bool = False  # runs after every level's rules (on what they left)
     manual: ClassVar[bool] = False
 
     def apply(self, plan: Planner) -> None:
@@ -243,6 +246,31 @@ def horizontal_matmul(plan: Planner, rule: FusionRule) -> None:
             plan.propose(rule, siblings, siblings)
 
 
+def _precision_cast(op) -> bool:
+    """A cast between float32 and a 16-bit float type (either way)."""
+    types = {op.operands[0].type.dtype, op.results[0].type.dtype}
+    return op.name == "math.cast" and len(types) == 2 and types <= {"f32", "f16", "bf16"}
+
+
+def cast_fold(plan: Planner, rule: FusionRule) -> None:
+    """A cast the other rules left as a kernel of its own (the precision
+    pass's casts between a float32 and a 16-bit group) joins its producer's
+    kernel, as an extra output where the producer's result has other users;
+    a cast of a graph input joins its consumer's kernel as a prologue."""
+    graph = plan.graph
+    for i in nodes_named(graph, frozenset({"math.cast"})):
+        members = plan.cluster(i).members
+        if any(not _precision_cast(graph.ops[m]) for m in members):
+            continue
+        producers = sorted({p for m in members for p in graph.preds[m]} - members)
+        if producers and plan.propose(rule, [i, producers[0]], [producers[0], i]):
+            continue
+        users = {id(plan.cluster(u)): u for _, u in plan.consumers(i)}
+        if not producers and len(users) == 1:
+            user = next(iter(users.values()))
+            plan.propose(rule, [i, user], [i, user])
+
+
 def multi_output(plan: Planner, rule: FusionRule) -> None:
     """Retry the merges refused earlier only because the group would have
     several outputs (e.g. a residual add that also feeds a LayerNorm)."""
@@ -274,4 +302,8 @@ RULES: tuple[FusionRule, ...] = (
                "sibling matmuls that share their input (Q, K, V)", max_heavy=None, multi_output=True),
     FusionRule("multi_output", 3, multi_output,
                "merges that need a group with several outputs", max_heavy=None, multi_output=True),
+    FusionRule("cast_fold", 1, cast_fold,
+               "a cast left alone (between a float32 and a 16-bit group) into its producer's kernel, or "
+               "after a graph input into its consumer's; runs after every level's rules",
+               max_heavy=None, multi_output=True, last=True),
 )

@@ -71,6 +71,16 @@ def _times(run, repeat: int) -> list[float]:
     return out
 
 
+def write_report(out: str, stem: str, data: dict, lines: list[str]) -> None:
+    """OUT/STEM.json (the data) and OUT/STEM.md (the table), printed too."""
+    with open(os.path.join(out, f"{stem}.json"), "w") as f:
+        json.dump(data, f, indent=2)
+    text = "\n".join(lines) + "\n"
+    with open(os.path.join(out, f"{stem}.md"), "w") as f:
+        f.write(text)
+    print(text)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
@@ -116,8 +126,6 @@ def main(argv=None) -> int:
               "control": [round(x, 3) for x in control], "compile_seconds": round(geared_s, 2),
               "static_compile_seconds": round(static_s, 2), "kernels": len(geared.kernels), "kernel_calls": calls,
               "lib_bytes": geared_lib, "one_gear_lib_bytes": one_lib, "size_ratio": round(geared_lib / one_lib, 3)}
-    with open(os.path.join(args.out, "gears.json"), "w") as f:
-        json.dump(result, f, indent=2)
     lines = [f"# Gears: {result['model']} ({len(gears)} gears) on {result['cpu']}, {args.threads} threads", "",
              "| gear | static compile: latency, ms | gear / static (spread) |", "|---|---|---|"]
     lines += [f"| {r['gear']} | {r['static_ms']} | {r['ratio']:.2f} ({r['low']:.2f}-{r['high']:.2f}) |" for r in rows]
@@ -126,10 +134,7 @@ def main(argv=None) -> int:
               f"{static_s:.1f} s for the {len(gears)} static compiles",
               f"- kernels: {len(geared.kernels)} built for the gears' {calls} ({calls - len(geared.kernels)} shared)",
               f"- lib.so: {geared_lib} bytes, {result['size_ratio']:.2f}x the one-gear artifact's {one_lib}"]
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "gears.md"), "w") as f:
-        f.write(text)
-    print(text)
+    write_report(args.out, "gears", result, lines)
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import tempfile
 
@@ -36,7 +35,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import braze  # noqa: E402
 from braze.tools.precision import top1_agreement  # noqa: E402
-from gears import _cpu, _phase_times  # noqa: E402
+from gears import _cpu, _phase_times, write_report  # noqa: E402
 
 
 def _lib_bytes(artifact, folder: str) -> int:
@@ -110,8 +109,6 @@ def main(argv=None) -> int:
     results = [measure(m, args.modes.split(","), args.samples, args.threads, args.repeat, args.phases)
                for m in args.models]
     data = {"cpu": _cpu(), "threads": args.threads, "samples": args.samples, "models": results}
-    with open(os.path.join(args.out, "precision.json"), "w") as f:
-        json.dump(data, f, indent=2)
     lines = [f"# Precision modes against float32 on {data['cpu']}, {args.threads} threads", "",
              "| model | mode | worst error (vs float32 onnxruntime) | top-1 agreement | kernels (f32) "
              "| lib.so / f32 | latency / f32 (spread) |", "|---|---|---|---|---|---|---|"]
@@ -128,10 +125,7 @@ def main(argv=None) -> int:
                          f"| | | |")
         c = r["control"]
         lines.append(f"| {r['model']} | control (f32 / f32) | | | | | {c[0]:.2f} ({c[1]:.2f}-{c[2]:.2f}) |")
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(args.out, "precision.md"), "w") as f:
-        f.write(text)
-    print(text)
+    write_report(args.out, "precision", data, lines)
     return 0
 
 

@@ -282,8 +282,7 @@ class _Rewrite:
         if data is not None:
             with np.errstate(over="ignore"):  # a constant beyond float16's range becomes inf, as on the chip
                 data = data.astype(DTYPES[dtype])
-            out = builder.const(data, f"{v.name}.{dtype}" if v.name else None,
-                                v.owner.loc)
+            out = builder.const(data, f"{v.name}.{dtype}" if v.name else None, v.owner.loc)
         else:
             out = builder.value("math.cast", [v], {"to": dtype}, loc=_cast_location(v, dtype))
             self.origin[id(out)] = v
@@ -292,13 +291,7 @@ class _Rewrite:
 
     def _restore_outputs(self) -> bool:
         """The model's outputs keep their original dtypes."""
-        ret = self.func.body.terminator
-        changed = False
-        for i, v in enumerate(ret.operands):
-            if v.type.dtype == self.low and _is_float(v):
-                ret.set_operand(i, self._cast(v, "f32", ret))
-                changed = True
-        return changed
+        return self._raise(self.func.body.terminator)
 
 
 def _cast_location(v: Value, dtype: str) -> Location:

@@ -16,6 +16,11 @@ _TOPI_POOL = {1: (topi.nn.pool1d, "NCW"), 2: (topi.nn.pool2d, "NCHW"), 3: (topi.
 
 @lowering("nn.max_pool")
 def max_pool(x, *, kernel, strides, pads, dilations, ceil_mode, out_types):
+    if dtype(x) == "bfloat16":  # TVM's bf16 legalization cannot store this pool's vectors:
+        # the max in float32 (exact), rounded back (exact too)
+        y = max_pool(accumulate(x), kernel=kernel, strides=strides, pads=pads, dilations=dilations,
+                     ceil_mode=ceil_mode, out_types=out_types)
+        return cast(y, "bfloat16")
     out = out_types[0].shape[2:]
     nd, spatial = len(kernel), [int(d) for d in x.shape[2:]]
     # pad the ends as far as the last window reaches (ceil_mode may reach past the pads)

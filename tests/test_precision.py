@@ -66,6 +66,7 @@ def test_mixed_mode_puts_white_ops_in_16_bits_and_black_ops_in_float32(mode, low
     assert _dtypes(module, "nn.matmul") == {low}
     assert _dtypes(module, "nn.softmax") == _dtypes(module, "nn.layer_norm") == _dtypes(module, "math.erf") == {"f32"}
     assert all(v.type.dtype == "f32" for v in module.main.outputs)  # outputs keep their dtype
+    assert low in _dtypes(module, "tensor.gather")  # the embedding tables, stored as weights are
     unfused, _ = _fused(BERT, mode, level=0)
     weights = {v.type.dtype for op in unfused.walk() if op.name == "nn.matmul" for v in op.operands
                if v.owner is not None and v.owner.name == "const"}

@@ -89,9 +89,9 @@ class Packing:
     shape: tuple[int, ...]
     pack: Callable[[np.ndarray], np.ndarray]
     unpack: Callable[[te.Tensor], te.Tensor] | None
-    #: the stored dtype (IR name), when not the constant's own: Winograd keeps
-    #: its transformed 16-bit weights in float32, whose rounding its output
-    #: transform would amplify
+    #: the stored dtype (IR name), when not the constant's own: Winograd's
+    #: F(4, 3) keeps a 16-bit conv's transformed weights in float32, whose
+    #: rounding its output transform would amplify
     dtype: str | None = None
 
 

@@ -9,6 +9,9 @@ The pass follows Ascend ATC's ``--precision_mode`` and its op lists:
   pooling) stay float32: 16-bit operands are cast up.
 * **gray** ops (everything else: elementwise math, data movement) follow
   their inputs: 16-bit when every non-constant float operand is, else float32.
+  A gray op whose only float operands are constants, indexed by a computed
+  integer (a Gather of an embedding table), is 16-bit: the table is stored
+  in 16 bits like a white op's weights.
 
 ``keep`` (``--keep-dtype``: node names, or ``OpType::Relu``) forces nodes to
 their original dtype; ``mixlist`` (``--modify-mixlist``, ATC's JSON) moves
@@ -242,7 +245,12 @@ class _Rewrite:
         if group != "gray":
             return group == "white"
         moving = [v for v in floats if constant_value(v, self.module) is None]
-        return bool(moving) and all(v.type.dtype == self.low for v in moving)
+        if not moving:
+            # a constant table looked up by a computed index (Gather of an
+            # embedding): stored in 16 bits, as a white op's weights are
+            return any(v.type.dtype.startswith(("i", "u")) and v.type.dtype != "i1"
+                       and constant_value(v, self.module) is None for v in op.operands)
+        return all(v.type.dtype == self.low for v in moving)
 
     def _lower(self, op: Operation) -> bool:
         """Run ``op`` in 16 bits, if its type inference allows; else leave it."""

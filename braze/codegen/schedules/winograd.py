@@ -1,5 +1,6 @@
 """3x3 stride-1 convolutions by Winograd's minimal filtering, F(m x m, 3x3)
-with output tiles of m = 4 (or 2 where 4x4 tiles are too few).
+with output tiles of m = 4 (or 2 where 4x4 tiles are too few, and for 16-bit
+convs: see ``packings``).
 
 Each m x m block of outputs (a *tile*) of each output channel comes from an
 (m+2) x (m+2) patch of the padded input: ``Y = A^T [ sum_c (G g G^T) .
@@ -83,8 +84,10 @@ def applies(op, kernel, target) -> bool:
 
 
 def _tile(op) -> int | None:
-    """The largest output tile that leaves at least ``_MIN_TILES`` tiles."""
-    return next((m for m in (4, 2) if np.prod(_tiles(op, m)) >= _MIN_TILES), None)
+    """The largest output tile that leaves at least ``_MIN_TILES`` tiles;
+    F(2, 3) only for a 16-bit conv (see ``packings``)."""
+    sizes = (4, 2) if op.results[0].type.dtype == "f32" else (2,)
+    return next((m for m in sizes if np.prod(_tiles(op, m)) >= _MIN_TILES), None)
 
 
 def profitable(op, kernel, target) -> bool:
@@ -139,10 +142,13 @@ def packings(op, kernel, target, params) -> dict:
         u = transform_weights(w, m).reshape(alpha * alpha, k // kt, kt, c).transpose(0, 1, 3, 2)
         return u.astype(np.float32)
 
-    # No unpack: only this rule's lowering reads the transformed weights. They
-    # are float32 even for 16-bit weights: the output transform (coefficients
-    # up to 8) would amplify a 16-bit U's rounding.
-    return {index: Packing(f"winograd-f{m}x3-{kt}", (alpha * alpha, k // kt, c, kt), pack, None, "f32")}
+    # No unpack: only this rule's lowering reads the transformed weights.
+    # F(4, 3)'s U is float32 whatever the conv's dtype: its output transform
+    # (coefficients up to 8) amplifies a 16-bit U's rounding (it doubled
+    # resnet50's float16 error). F(2, 3)'s (coefficients 0 and +-1) keeps
+    # the conv's dtype: its error is the direct conv's, in 1.8x the bytes.
+    stored = "f32" if m == 4 else None
+    return {index: Packing(f"winograd-f{m}x3-{kt}", (alpha * alpha, k // kt, c, kt), pack, None, stored)}
 
 
 def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:

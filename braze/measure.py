@@ -21,20 +21,41 @@ from .errors import BrazeError, first_line
 from .timing import IDLE_TIMEOUT_S, PROBE_S, Ratio, Timing
 
 
-def random_inputs(specs: list[dict], seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs for a model's input specs: N(0,1) floats, ints and bools in {0, 1}
-    (safe as token ids, masks and segment ids)."""
+def random_inputs(specs: list[dict], seed: int = 0, distribution: str = "normal") -> dict[str, np.ndarray]:
+    """Inputs for a model's input specs: floats from ``distribution``
+    (``normal``: N(0, 1), the default; ``uniform:LO,HI``: uniform in [LO,
+    HI), e.g. ``uniform:0,1`` for images scaled to [0, 1]), ints and bools
+    in {0, 1} (safe as token ids, masks and segment ids)."""
+    low_high = parse_distribution(distribution)
     rng = np.random.default_rng(seed)
     out = {}
     for s in specs:
         dtype = np.dtype(s["dtype"])
         if dtype.kind == "f":
-            out[s["name"]] = rng.standard_normal(s["shape"]).astype(dtype)
+            values = rng.standard_normal(s["shape"]) if low_high is None else rng.uniform(*low_high, s["shape"])
+            out[s["name"]] = values.astype(dtype)
         elif dtype.kind == "b":
             out[s["name"]] = rng.random(s["shape"]) > 0.5
         else:
             out[s["name"]] = rng.integers(0, 2, s["shape"]).astype(dtype)
     return out
+
+
+def parse_distribution(text: str) -> tuple[float, float] | None:
+    """``normal`` -> None; ``uniform:LO,HI`` -> (LO, HI); else InputError."""
+    from .errors import InputError
+
+    if text == "normal":
+        return None
+    kind, _, bounds = text.partition(":")
+    try:
+        low, high = (float(b) for b in bounds.split(","))
+    except ValueError:
+        low = high = None
+    if kind != "uniform" or low is None or not low < high:
+        raise InputError(f"random inputs {text!r}: expected 'normal' (N(0, 1)) or 'uniform:LO,HI' with LO < HI, "
+                         "e.g. uniform:0,1 for images scaled to [0, 1]")
+    return low, high
 
 
 def load_inputs(path: str) -> dict[str, np.ndarray]:

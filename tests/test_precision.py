@@ -246,3 +246,20 @@ def test_samples_report_top1_agreement():
     assert r.returncode in (0, 2), r.stderr
     agreement = json.loads(r.stdout)["agreement"]
     assert agreement["samples"] == 2 and 0.0 <= agreement["top1"]["logits"] <= 1.0
+
+
+def test_random_inputs_can_be_drawn_in_a_models_input_range():
+    from braze.errors import InputError
+    from braze.measure import random_inputs
+
+    specs = [{"name": "x", "shape": [4096], "dtype": "float32"}]
+    x = random_inputs(specs, 3, "uniform:0,1")["x"]
+    assert 0.0 <= x.min() and x.max() < 1.0 and abs(float(x.mean()) - 0.5) < 0.05
+    assert random_inputs(specs, 3)["x"].min() < 0.0  # N(0, 1) by default
+    for bad in ("uniform:1,0", "uniform", "gauss", "uniform:a,b"):
+        with pytest.raises(InputError, match="uniform:LO,HI"):
+            random_inputs(specs, 0, bad)
+    r = _braze("verify", MOBILENET, "--random", "uniform:2,1", "-q")
+    assert r.returncode != 0 and "uniform:LO,HI" in r.stderr and "Traceback" not in r.stderr
+    r = _braze("verify", MOBILENET, "--random", "uniform:0,1", "--samples", "2", "--json", "-q")
+    assert r.returncode == 0 and json.loads(r.stdout)["agreement"]["samples"] == 2, r.stderr

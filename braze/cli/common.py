@@ -148,7 +148,7 @@ def _write_text(path: str, text: str) -> None:
 def _inputs_for(args, specs):
     from ..measure import load_inputs, random_inputs
 
-    return load_inputs(args.inputs) if args.inputs else random_inputs(specs)
+    return load_inputs(args.inputs) if args.inputs else random_inputs(specs, 0, getattr(args, "random", "normal"))
 
 
 def gear_inputs(artifact, name: str | None) -> list[dict]:

@@ -46,9 +46,10 @@ def _run_arguments(s) -> None:
 
 
 def cmd_verify(args) -> int:
-    from ..measure import compare, run_onnxruntime
+    from ..measure import compare, parse_distribution, run_onnxruntime
     from ..tools.reports import VerifyReport
 
+    parse_distribution(args.random)  # a bad --random fails before the compile
     artifact = compile_from_args(args)
     if artifact.gears and (args.per_group or args.suggest_keep):
         raise InputError("--per-group and --suggest-keep check one shape; compile it with --input-shape for "
@@ -93,7 +94,7 @@ def _mode_tolerance(artifact) -> float:
 def _agreement(args, artifact):
     from ..tools.precision import top1_agreement
 
-    return top1_agreement(artifact, args.model, artifact.inputs, args.samples)
+    return top1_agreement(artifact, args.model, artifact.inputs, args.samples, args.random)
 
 
 def _suggest_keep(args, inputs, tolerance):
@@ -129,6 +130,9 @@ def _suggest_keep(args, inputs, tolerance):
 def _verify_arguments(s) -> None:
     build_options(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
+    s.add_argument("--random", default="normal", metavar="DIST",
+                   help="random inputs' float values: normal (N(0, 1), the default) or uniform:LO,HI, e.g. "
+                        "uniform:0,1 for a model that takes images scaled to [0, 1]")
     s.add_argument("--tolerance", type=float,
                    help="max error relative to max(1, |output|max) (default: 1e-4; in a 16-bit precision mode "
                         "the mode's, docs/usage.md)")

@@ -214,8 +214,9 @@ class Agreement:
         return "\n".join(lines)
 
 
-def top1_agreement(artifact, model, specs: list[dict], samples: int) -> Agreement:
-    """Run ``samples`` random inputs (seeds 1..N) through the artifact and
+def top1_agreement(artifact, model, specs: list[dict], samples: int, distribution: str = "normal") -> Agreement:
+    """Run ``samples`` random inputs (seeds 1..N, floats from
+    ``distribution``: measure.random_inputs) through the artifact and
     onnxruntime; count, per class-score output, samples whose arg-maxes
     (every row's) are equal."""
     from ..measure import compare, random_inputs, run_onnxruntime
@@ -223,7 +224,7 @@ def top1_agreement(artifact, model, specs: list[dict], samples: int) -> Agreemen
     agree: dict[str, int] = {}
     worst = 0.0
     for seed in range(1, samples + 1):
-        inputs = random_inputs(specs, seed)
+        inputs = random_inputs(specs, seed, distribution)
         ours, ref = artifact.run(inputs), run_onnxruntime(model, inputs)
         worst = max(worst, max(_sortable(e.max_rel) for e in compare(ours, ref)))
         for name, expected in ref.items():

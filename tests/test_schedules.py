@@ -208,8 +208,10 @@ def _depthwise(c, hw, stride):
                                                    "hi": np.float32(6)})
 
 
-# stride 2 on even widths: rows split into phases by the deinterleave intrinsic, in one run (12) or in runs of 10 (40)
-@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1), (8, 12, 2), (4, 40, 2)])
+# stride 2 on even widths: rows split into phases by the deinterleave intrinsic, in one run (12) or in runs of 10 (40);
+# rows of 32 outputs: vector ops one register wide (test below)
+@pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1), (8, 12, 2), (4, 40, 2), (8, 32, 1),
+                                         (4, 64, 2)])
 def test_depthwise_edges(c, hw, stride):
     art = _check(_depthwise(c, hw, stride))
     assert art.kernels[0]["schedule"] == "depthwise"
@@ -229,6 +231,26 @@ def test_depthwise_stride_two_rows_are_shuffled(hw, shuffles):
     func, fallback = build_alone(kernel, get_target("cpu"), {})
     assert not fallback
     assert ("T.Shuffle" in func.script()) == shuffles
+
+
+@pytest.mark.parametrize("hw,stride", [(32, 1), (64, 2)])
+def test_depthwise_rows_are_vectorized_one_register_at_a_time(hw, stride):
+    """A row segment of several vectors is unrolled over vector-wide ops: a
+    segment-wide vector would broadcast each tap's weight to several
+    registers, which LLVM hoists out of the row loop and spills."""
+    from braze.codegen.kernel import partition
+    from braze.codegen.schedules.rule import lanes
+    from braze.targets import get_target
+    from braze.tools.experiment import find_kernel
+    from braze.tools.isolate import build_alone
+    from braze.tools.listing import fused
+
+    target = get_target("cpu")
+    kernel = find_kernel(partition(fused(_depthwise(4, hw, stride)).main), "k0")
+    func, fallback = build_alone(kernel, target, {})
+    script = func.script()
+    assert not fallback and f"T.vectorized({lanes(target)})" in script
+    assert "T.vectorized(32)" not in script or lanes(target) == 32
 
 
 @pytest.mark.parametrize("axis", [1, 2, -1])

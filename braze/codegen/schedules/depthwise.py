@@ -39,6 +39,13 @@ def dw_apply(sch, block, op, target, params) -> set[str]:
     _tile_epilogue(sch, block, wo, v)
     sch.unroll(rh)
     sch.unroll(rw)
+    if tile_w > v and tile_w % v == 0:
+        # one register's worth per vector op: a tile_w-lane vector would
+        # broadcast each tap's weight to tile_w / v registers, which LLVM
+        # hoists out of the row loop (9 taps x tile_w / v of them) and spills
+        wv, wl = sch.split(wi, [None, v])
+        sch.unroll(wv)
+        wi = wl
     sch.vectorize(wi)
     outer = sch.fuse(n, k)
     sch.parallel(outer)

@@ -233,6 +233,25 @@ def test_depthwise_stride_two_rows_are_shuffled(hw, shuffles):
     assert ("T.Shuffle" in func.script()) == shuffles
 
 
+@pytest.mark.parametrize("c,hw,kernel,pads,mult", [(6, 14, 3, [1, 1, 1, 1], 1), (4, 7, 3, [1, 1, 1, 1], 1),
+                                                  (3, 11, 5, [2, 1, 0, 2], 1), (4, 14, 3, [1, 1, 1, 1], 2)])
+def test_depthwise_rows_short_of_whole_vectors_run_flat(c, hw, kernel, pads, mult):
+    """Stride 1, output rows not a whole number of vectors: the plane is
+    computed flat over the padded width (the columns past each row's end
+    computed and dropped), with a bias and an epilogue; asymmetric pads and
+    a 5x5 kernel; a channel multiplier of 2 keeps the row-by-row form."""
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
+                                     pads=pads, group=c),
+                    helper.make_node("Clip", ["y", "lo", "hi"], ["out"])],
+                   [("x", [1, c, hw, hw])], ["out"],
+                   {"w": _w(c * mult, 1, kernel, kernel), "b": _w(c * mult), "lo": np.float32(0),
+                    "hi": np.float32(6)})
+    art = _check(model)
+    params = art.kernels[0]["schedule_params"]["nn.conv#0"]
+    assert art.kernels[0]["schedule"] == "depthwise"
+    assert params.get("form") == (2 if mult == 1 else None), params
+
+
 @pytest.mark.parametrize("hw,stride", [(32, 1), (64, 2)])
 def test_depthwise_rows_are_vectorized_one_register_at_a_time(hw, stride):
     """A row segment of several vectors is unrolled over vector-wide ops: a

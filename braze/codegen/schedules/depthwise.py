@@ -9,8 +9,12 @@ vectorized along the row.
 
 from __future__ import annotations
 
+from tvm import te, tirx
+
 from ...ir.registry import lookup
-from .rule import Rule, divisor_at_most, lanes, register
+from ..lowerings.conv import _add_bias
+from ..registry import anchor_attrs
+from .rule import Rule, divisor_at_most, lanes, register, wide
 from .tir import blocks_under, extent
 from .conv import _group, _is_2d_float, _tile_epilogue
 from .intrinsics import deinterleave
@@ -25,12 +29,98 @@ def dw_applies(op, kernel, target) -> bool:
     return _is_2d_float(op) and _group(op) > 1
 
 
+#: ``form`` 2: the plane computed flat over the padded width (``dw_lower``)
+FLAT = 2
+
+
+def _flat_fits(op, target) -> bool:
+    """Stride 1, one input channel per output channel, and output rows that
+    are not a whole number of vectors (28, 14, 7 columns with 8 lanes)."""
+    attrs = lookup(op.name).normalize_attrs(op.attributes)
+    x, w = op.operands[0].type.shape, op.operands[1].type.shape
+    return (all(s == 1 for s in attrs["strides"]) and all(d == 1 for d in attrs["dilations"])
+            and w[1] == 1 and w[0] == x[1] and op.results[0].type.shape[3] % lanes(target) != 0)
+
+
 def dw_defaults(op, kernel, target) -> dict | None:
     ow = op.results[0].type.shape[3]
-    return {"tile_w": ow if ow <= 64 else divisor_at_most(ow, 64)}
+    rows = {"tile_w": ow if ow <= 64 else divisor_at_most(ow, 64)}
+    if _flat_fits(op, target):  # form: 2 flat over the padded width, 1 row by row (tile_w)
+        return {"form": FLAT, "unroll": 4, "lanes": lanes(target), **rows}
+    return rows
+
+
+def dw_lower(op, params):
+    """With ``flat``: the plane computed over the padded width, as one flat
+    run of vectors (``dw_flat[n, c, i * Wp + j]``; the ``kw - 1`` columns
+    past each row's end are computed and dropped), so that rows shorter than
+    a whole number of vectors still use whole vectors; else the conv
+    lowering."""
+    if int(params.get("form", 1)) != FLAT:
+        return None
+
+    def fn(x, w, bias=None, *, strides, pads, dilations, group):
+        n, c, height, width = (int(d) for d in x.shape)
+        kh, kw = (int(d) for d in w.shape[2:])
+        pt, pl, pb, pr = (int(p) for p in pads)
+        wp = width + pl + pr
+        oh, ow = height + pt + pb - kh + 1, wp - kw + 1
+        step = int(params.get("lanes", 8))
+        rows = next(r for r in range(oh, oh + step + 1) if r * wp % step == 0)  # whole vectors
+        hp = rows + kh  # the rows the last vector's taps reach, and one for the columns past the end
+
+        def padded(b, ch, y, xx):
+            inside = tirx.all(y >= pt, y < pt + height, xx >= pl, xx < pl + width)
+            return tirx.if_then_else(inside, wide(x[b, ch, y - pt, xx - pl]), tirx.const(0.0, "float32"))
+
+        pad = te.compute((n, c, hp, wp), padded, name="conv_pad", attrs={"braze.keep": 1})
+        rh, rw = te.reduce_axis((0, kh), name="rh"), te.reduce_axis((0, kw), name="rw")
+
+        def tap(b, ch, r, col):
+            q = (r + rh) * wp + col + rw  # flat: a row's last taps run into the next row
+            return pad[b, ch, q // wp, q % wp] * wide(w[ch, 0, rh, rw])
+
+        acc = te.compute((n, c, rows, wp), lambda b, ch, r, col: te.sum(tap(b, ch, r, col), axis=[rh, rw]),
+                         name="dw_flat", attrs=anchor_attrs())
+        out = te.compute((n, c, oh, ow), lambda b, ch, i, j: acc[b, ch, i, j], name="dw_rows")
+        return _add_bias(out, bias)
+
+    return fn
+
+
+def _flat_apply(sch, block, op, target, params) -> set[str]:
+    v = lanes(target)
+    n, k, r, col, rh, rw = sch.get_loops(block)
+    q = sch.fuse(r, col)  # the plane over the padded width, as one run of whole vectors
+    u = divisor_at_most(extent(sch, q) // v, int(params.get("unroll", 4)))
+    qo, qu, qv = sch.split(q, [None, u, v])
+    sch.reorder(n, k, qo, rh, rw, qu, qv)
+    outer = sch.fuse(n, k)
+    sch.parallel(outer)
+    sch.unroll(rh)
+    sch.unroll(rw)
+    sch.unroll(qu)
+    sch.vectorize(qv)
+    for producer in sch.get_producers(block):
+        if sch.get(producer).name_hint.startswith("conv_pad"):
+            sch.compute_at(producer, outer)
+            sch.vectorize(sch.get_loops(producer)[-1])
+    # the rows (and the epilogue inlined into them) written per channel
+    stage = block
+    while len(sch.get_consumers(stage)) == 1:
+        stage = sch.get_consumers(stage)[0]
+        sch.reverse_compute_at(stage, outer)
+        sch.vectorize(sch.get_loops(stage)[-1])
+    sch.decompose_reduction(block, rh)
+    for b in sch.get_child_blocks(outer):
+        if sch.get(b).name_hint.endswith("_init"):
+            sch.vectorize(sch.get_loops(b)[-1])
+    return blocks_under(sch, outer)
 
 
 def dw_apply(sch, block, op, target, params) -> set[str]:
+    if int(params.get("form", 1)) == FLAT:
+        return _flat_apply(sch, block, op, target, params)
     tile_w = int(params["tile_w"])
     v = lanes(target)
     n, k, h, w, rc, rh, rw = sch.get_loops(block)
@@ -103,9 +193,11 @@ def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
 
 def dw_grid(op, target, defaults) -> list[dict]:
     ow = op.results[0].type.shape[3]
+    if int(defaults.get("form", 1)) == FLAT:
+        return [{**defaults, "unroll": u} for u in (1, 2, 8)] + [{**defaults, "form": 1}]
     return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
 
 
 
 register(Rule("depthwise", ("nn.conv",), "depthwise convolution vectorized along the output row",
-              dw_applies, dw_defaults, dw_apply, grid=dw_grid))
+              dw_applies, dw_defaults, dw_apply, grid=dw_grid, lower=dw_lower))

@@ -4,7 +4,9 @@
 whose groups are too narrow for conv2d's channel blocks): each task
 computes one channel: it pads that channel's plane(s) (in cache), then each
 output row segment of ``tile_w`` columns, the R x S taps unrolled,
-vectorized along the row.
+vectorized along the row, one vector register at a time. With stride 1
+and rows that are not a whole number of vectors, ``form`` 2 computes the
+plane flat over the padded width instead (``dw_lower``).
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ def dw_defaults(op, kernel, target) -> dict | None:
 
 
 def dw_lower(op, params):
-    """With ``flat``: the plane computed over the padded width, as one flat
+    """With ``form`` 2: the plane computed over the padded width, as one flat
     run of vectors (``dw_flat[n, c, i * Wp + j]``; the ``kw - 1`` columns
     past each row's end are computed and dropped), so that rows shorter than
     a whole number of vectors still use whole vectors; else the conv

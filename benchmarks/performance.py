@@ -2,6 +2,7 @@
 the full-size models, at each fusion level, on this machine.
 
     python benchmarks/performance.py [DIR] --levels 1,2,3 --threads 2 --out bench-out [--models resnet50,bert-base]
+                                     [--target cpu-avx2]
 
 DIR (default ~/.cache/braze-models, made by shared/models/make_models.py)
 holds NAME.onnx with NAME.inputs.npz and NAME.ref.npz beside it; without
@@ -94,13 +95,15 @@ def peak(threads: int, n: int = 2048, repeat: int = 7) -> dict:
 
 # --- one model at one level -----------------------------------------------------------------------------
 def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflops: float | None,
-              profile: bool = True, tolerance: float = 1e-4, tuning_db: str | None = None, say=print) -> dict:
+              profile: bool = True, tolerance: float = 1e-4, tuning_db: str | None = None, say=print,
+              target: str = "cpu") -> dict:
     from braze.compiler import compile as braze_compile
     from braze.measure import bench, compare, random_inputs, run_onnxruntime
 
     name = onnx_path.stem
     t0 = time.perf_counter()
-    artifact = braze_compile(str(onnx_path), level=level, threads=threads, cache_dir=None, tuning_db=tuning_db)
+    artifact = braze_compile(str(onnx_path), target=target, level=level, threads=threads, cache_dir=None,
+                             tuning_db=tuning_db)
     compile_s = time.perf_counter() - t0
     say(f"{name} level {level}: {len(artifact.kernels)} kernels, compiled in {compile_s:.1f}s")
     inputs_file, ref_file = onnx_path.with_name(f"{name}.inputs.npz"), onnx_path.with_name(f"{name}.ref.npz")
@@ -108,7 +111,7 @@ def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflop
     ref = dict(np.load(ref_file)) if inputs_file.exists() and ref_file.exists() else \
         run_onnxruntime(str(onnx_path), inputs, threads)
     worst = max(e.max_rel for e in compare(artifact.run(inputs), ref))
-    row = {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": round(compile_s, 2),
+    row = {"model": name, "target": target, "level": level, "kernels": len(artifact.kernels), "compile_s": round(compile_s, 2),
            "max_rel": worst, "ok": worst <= tolerance, "tuned": sum(k["schedule"] == "tuned" for k in artifact.kernels)}
     with tempfile.TemporaryDirectory() as tmp:
         saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
@@ -152,6 +155,9 @@ def markdown(report: dict) -> str:
     m, p = report["machine"], report["peak"]
     lines = [f"Machine: {m['cpu']} (LLVM `{m['llvm_cpu']}`, {m['isa']}), {m['cores']} cores, {m['threads']} threads; "
              f"braze {m['braze']}, TVM {m['tvm']}, onnxruntime {m['onnxruntime']}; {m['date']}."]
+    if report.get("target", "cpu") != "cpu":
+        lines.append(f"braze built for `{report['target']}` ({report['target_isa']}); onnxruntime keeps its own "
+                     "kernels for this CPU.")
     if p is not None:
         lines.append(f"Peak: {p['gflops']:.0f} GFLOP/s ({p['what']}: {p['ms']:.1f} ms).")
     if report.get("tuning_db"):
@@ -194,6 +200,16 @@ def _best_rows(rows: list[dict]) -> list[dict]:
     return list(best.values())
 
 
+def _isa(target: str) -> str:
+    """The widest vector ISA a target builds for, as the tables name it."""
+    from braze.targets import get_target
+    from braze.targets.isa import requirements
+
+    features = set(requirements(get_target(target))["features"])
+    return next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("neon", "NEON"))
+                 if flag in features), "SSE")
+
+
 def write(out: Path, report: dict) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, text in (("performance.json", json.dumps(report, indent=2)), ("performance.md", markdown(report))):
@@ -213,6 +229,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for performance.md/.json")
     ap.add_argument("--tuning-db", help="compile with this tuning database (braze tune)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel GEMM figures")
+    ap.add_argument("--target", default="cpu",
+                    help="braze's target (default cpu, the host; cpu-avx2 on an AVX-512 host times an AVX2 build)")
     ap.add_argument("--peak-size", type=int, default=2048, help="N of the N^3 MatMul that measures the peak")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)  # before TVM starts its pool in this process
@@ -231,14 +249,15 @@ def main() -> int:
     say(f"measuring the peak (MatMul {args.peak_size}^3, {args.threads} threads)")
     top = None if args.no_profile else peak(args.threads, args.peak_size)
     report = {"machine": machine(args.threads), "peak": top, "command": " ".join(sys.argv),
-              "tuning_db": args.tuning_db, "rows": []}
+              "tuning_db": args.tuning_db, "target": args.target, "target_isa": _isa(args.target), "rows": []}
     if top:
         say(f"peak {top['gflops']:.0f} GFLOP/s")
     for name in names:
         for level in levels:
             try:
                 row = model_row(args.folder / f"{name}.onnx", level, args.threads, args.repeat,
-                                top and top["gflops"], not args.no_profile, tuning_db=args.tuning_db, say=say)
+                                top and top["gflops"], not args.no_profile, tuning_db=args.tuning_db, say=say,
+                                target=args.target)
             except Exception as e:  # noqa: BLE001 -- one model failing must not lose the others' rows
                 say(f"{name} level {level} failed:\n{traceback.format_exc()}")
                 row = {"model": name, "level": level, "error": f"{type(e).__name__}: {e}".splitlines()[0]}

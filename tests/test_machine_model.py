@@ -20,7 +20,7 @@ AVX512 = ("skylake-avx512", 512, 32)
 
 
 def _target(mcpu, bits, regs):
-    return dataclasses.replace(get_target("cpu"), mcpu=mcpu, vector_bits=bits, vector_registers=regs)
+    return dataclasses.replace(get_target("cpu"), mcpu=mcpu, mattr=(), vector_bits=bits, vector_registers=regs)
 
 
 def _anchor(model, name):
@@ -39,6 +39,30 @@ def test_detected_registers():
     assert detect.vector_registers({"fp", "asimd"}) == 32
     assert get_target("cpu").vector_registers in (16, 32)
     assert registers(get_target("cpu")) == get_target("cpu").vector_registers
+
+
+def test_host_features_beyond_llvms_cpu_name(monkeypatch):
+    """LLVM names a CPU by its model; the features the OS lists and the name
+    lacks are added (a VM's Sapphire Rapids seen as ``rocketlake``), those it
+    implies and the OS hides are removed, and the artifact requires exactly
+    what the target then enables."""
+    from braze.targets import isa
+
+    monkeypatch.setattr(detect, "arch", lambda triple=None: "x86_64")
+    sapphire = {"sse4_2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe", "avx512f",
+                "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi", "avx512_bf16",
+                "avx512_fp16", "avx_vnni"}
+    monkeypatch.setattr(detect, "cpu_flags", lambda cpuinfo=None: sapphire)
+    assert isa.host_mattr("rocketlake") == ("+avx512bf16", "+avx512fp16", "+avxvnni")
+    assert isa.host_mattr("sapphirerapids") == ()
+    target = dataclasses.replace(get_target("cpu"), mcpu="rocketlake", mattr=isa.host_mattr("rocketlake"))
+    assert {"avx512bf16", "avx512fp16"} <= set(isa.requirements(target)["features"])
+    no_fma = sapphire - {"fma", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni",
+                         "avx512vbmi", "avx512_bf16", "avx512_fp16", "avx_vnni"}
+    monkeypatch.setattr(detect, "cpu_flags", lambda cpuinfo=None: no_fma)
+    assert isa.host_mattr("haswell") == ("-fma",)
+    monkeypatch.setattr(detect, "cpu_flags", lambda cpuinfo=None: set())
+    assert isa.host_mattr("rocketlake") == ()
 
 
 def test_fma_units():

@@ -2,9 +2,17 @@
 its edges (a partial last tile, a tile of pixels crossing a row, strides,
 channel counts that are not a multiple of the vector width, reductions
 along inner and outer axes), fused with epilogues, against onnxruntime.
-Also: which rule each kernel gets, pinning a rule, and the fallback."""
+Also: which rule each kernel gets, pinning a rule, and the fallback.
+
+They build for the host (``cpu``), or for the target that
+``BRAZE_TEST_TARGET`` names (``cpu-avx2``, ``cpu-avx512``; docs/testing.md):
+every register tile and layout they expect comes from that target's machine
+model, and numerics are checked wherever this host can run its code (an
+AVX-512 build on an AVX2-only host is built, not run)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import onnx
@@ -15,6 +23,22 @@ from braze.compiler import compile as braze_compile
 from onnx_check import run_ort
 
 RNG = np.random.default_rng(7)
+
+#: the target every test here builds for (docs/testing.md, "Forcing an ISA")
+TARGET = os.environ.get("BRAZE_TEST_TARGET", "cpu")
+
+
+def _target():
+    from braze.targets import get_target
+
+    return get_target(TARGET)
+
+
+def _runs_here() -> bool:
+    """Whether this host can run code built for TARGET."""
+    from braze.targets.isa import missing, requirements
+
+    return missing(requirements(_target())) is None
 
 
 def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
@@ -29,7 +53,9 @@ def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
 def _check(model, level=2, schedules=None, rtol=1e-4, atol=1e-4):
     feeds = {i.name: RNG.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
              for i in model.graph.input}
-    art = braze_compile(model, level=level, schedules=schedules)
+    art = braze_compile(model, target=TARGET, level=level, schedules=schedules)
+    if not _runs_here():  # built (every kernel scheduled and compiled); not runnable on this CPU
+        return art
     got = art.run(feeds)
     for name, expected in run_ort(model, feeds).items():
         np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=name)
@@ -87,12 +113,11 @@ def _conv_defaults(model):
     from braze.codegen.schedules import conv
     from braze.frontend import import_onnx
     from braze.passes import PassManager
-    from braze.targets import get_target
 
     module = import_onnx(model)
     PassManager.parse("canonicalize").run(module)
     op = next(op for op in module.main.body.ops if op.name == "nn.conv")
-    return conv.conv_defaults(op, None, get_target("cpu"))
+    return conv.conv_defaults(op, None, _target())
 
 
 @pytest.mark.parametrize("n,c,k,hw,pads,bias,epilogue,tile", [
@@ -152,11 +177,10 @@ def test_pinning_conv2d_over_winograd():
     # the register tile comes from the host's machine model: whole vectors of
     # output channels, accumulators that fit the registers
     from braze.codegen.schedules.rule import accumulators, lanes
-    from braze.targets import host_cpu
 
     params = default.kernels[0]["schedule_params"]["nn.conv#0"]
-    v, nv = lanes(host_cpu()), params["tile_k"] // lanes(host_cpu())
-    assert params["tile_k"] % v == 0 and params["tile_t"] * nv <= accumulators(host_cpu(), nv)
+    v, nv = lanes(_target()), params["tile_k"] // lanes(_target())
+    assert params["tile_k"] % v == 0 and params["tile_t"] * nv <= accumulators(_target(), nv)
     assert default.kernels[0]["packed"] == [f"winograd-f4x3-{params['tile_k']}"]
     direct = _check(model, schedules={name: {"rule": "conv2d"}})
     assert direct.kernels[0]["schedule"] == "conv2d"
@@ -225,10 +249,9 @@ def test_depthwise_stride_two_rows_are_shuffled(hw, shuffles):
     from braze.tools.isolate import build_alone
     from braze.codegen.kernel import partition
     from braze.tools.listing import fused
-    from braze.targets import get_target
 
     kernel = find_kernel(partition(fused(_depthwise(4, hw, 2)).main), "k0")
-    func, fallback = build_alone(kernel, get_target("cpu"), {})
+    func, fallback = build_alone(kernel, _target(), {})
     assert not fallback
     assert ("T.Shuffle" in func.script()) == shuffles
 
@@ -259,12 +282,11 @@ def test_depthwise_rows_are_vectorized_one_register_at_a_time(hw, stride):
     registers, which LLVM hoists out of the row loop and spills."""
     from braze.codegen.kernel import partition
     from braze.codegen.schedules.rule import lanes
-    from braze.targets import get_target
     from braze.tools.experiment import find_kernel
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
 
-    target = get_target("cpu")
+    target = _target()
     kernel = find_kernel(partition(fused(_depthwise(4, hw, stride)).main), "k0")
     func, fallback = build_alone(kernel, target, {})
     script = func.script()
@@ -287,7 +309,9 @@ def test_elementwise_fast_math_matches():
                     helper.make_node("Erf", ["x"], ["e"]), helper.make_node("Mul", ["a", "t"], ["p"]),
                     helper.make_node("Add", ["p", "e"], ["out"])],
                    [("x", [3, 67])], ["out"], {})
-    art = braze_compile(model, level=2)
+    art = braze_compile(model, target=TARGET, level=2)
+    if not _runs_here():
+        return
     x = np.concatenate([np.linspace(-40, 40, 197, dtype=np.float32), [np.nan, np.inf, -np.inf, 0.0]]).astype(np.float32).reshape(3, 67)
     got = art.run({"x": x})["out"]
     expected = run_ort(model, {"x": x})["out"]
@@ -311,7 +335,7 @@ def test_rules_follow_the_vector_width_of_the_target(mcpu, bits):
 
     from braze.targets import get_target
 
-    target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, vector_bits=bits)
+    target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, mattr=(), vector_bits=bits)
     model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
                     helper.make_node("Relu", ["y"], ["z"]),
                     helper.make_node("Reshape", ["z", "shape"], ["r"]),
@@ -333,7 +357,7 @@ def test_winograd_follows_the_vector_width_of_the_target(mcpu, bits):
 
     from braze.targets import get_target
 
-    target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, vector_bits=bits)
+    target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, mattr=(), vector_bits=bits)
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
                     helper.make_node("Relu", ["y"], ["out"])], [("x", [1, 32, 28, 28])], ["out"],
                    {"w": _w(40, 32, 3, 3)})
@@ -352,7 +376,9 @@ def test_softmax_edge_rows_match_onnxruntime():
     x[1, :] = -np.inf
     x[2, 7] = np.inf
     x[3, :16] = -1e30
-    art = braze_compile(model, level=0)
+    art = braze_compile(model, target=TARGET, level=0)
+    if not _runs_here():
+        return
     np.testing.assert_allclose(art.run({"x": x})["out"], run_ort(model, {"x": x})["out"], rtol=1e-5, atol=1e-6)
 
 

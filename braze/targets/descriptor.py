@@ -133,7 +133,10 @@ def parse_descriptor(data, where: str) -> tuple[str, str, str, dict]:
                           f"{', '.join(TOP_LEVEL)}, {key})")
     if key not in data:
         raise TargetError(f"{where}: missing field '{key}' (the {family} section)")
-    return name, family, description, parse_section(cls, data[key], where, key, detect=family == "cpu")
+    section = parse_section(cls, data[key], where, key, detect=family == "cpu")
+    if family == "cpu" and section.get("mcpu") == DETECT and "mattr" not in data[key]:
+        section["mattr"] = DETECT  # the host's features beyond its detected name go with it
+    return name, family, description, section
 
 
 def parse_section(cls, data, where: str, section: str, detect: bool = False) -> dict:

@@ -54,6 +54,26 @@ def host_features() -> frozenset[str]:
     return frozenset(f for f, flag in FEATURES.get(detect.arch(), {}).items() if flag in flags)
 
 
+def host_mattr(mcpu: str) -> tuple[str, ...]:
+    """LLVM ``mattr`` that makes ``mcpu`` (LLVM's name for the host) say what
+    this x86 CPU really has: ``+f`` for each feature of ``FEATURES`` that the
+    OS lists and the name does not imply, ``-f`` for each that the name
+    implies and the OS does not list. LLVM names a CPU by its family and
+    model; a virtual machine's CPU may report a model whose LLVM name lacks
+    features the VM passes through (a Sapphire Rapids host seen as
+    ``rocketlake``, without AVX512-BF16 and AVX512-FP16), or hide some the
+    name implies. Empty where the OS lists no flags, and on other
+    architectures (their feature names do not map one to one)."""
+    arch = detect.arch()
+    flags = detect.cpu_flags()
+    if arch != "x86_64" or not flags:
+        return ()
+    implied = set(_enabled(json.dumps({"kind": "llvm", "mcpu": mcpu}), arch))
+    has = {f for f, flag in FEATURES[arch].items() if flag in flags}
+    return tuple([f"+{f}" for f in FEATURES[arch] if f in has - implied]
+                 + [f"-{f}" for f in FEATURES[arch] if f in implied - has])
+
+
 def missing(requires: dict) -> str | None:
     """Why this machine cannot run code that ``requires`` (a manifest's) -- as
     "(what it needs), what this machine lacks" -- or None if it can."""

@@ -161,8 +161,15 @@ def precision_record(pm: PassManager, target) -> dict:
     elif target.family == "cuda":
         math = f"native {dtype} storage and math, float32 accumulation in matmul and conv"
     else:  # the CPU, and the Ascend-like targets' host emulator
-        math = (f"{dtype} storage, float32 arithmetic (no native {dtype} instructions): kernels widen "
-                f"{dtype} operands as they read them and round results to {dtype}")
+        from .codegen.schedules.amx import has_amx
+
+        math = (f"{dtype} storage, float32 arithmetic: kernels widen {dtype} operands as they read them and "
+                f"round results to {dtype}")
+        if dtype == "bf16" and has_amx(target):
+            math += ("; matmuls by a constant weight multiply bf16 natively on AMX tiles, accumulating in "
+                     "float32 (docs/schedules.md, \"amx\")")
+        else:
+            math += f" (no native {dtype} instructions)"
     return {"mode": mode, "dtype": dtype or "f32", "math": math,
             "mixlist": bool(found and found.mixlist), "keep": list(found.keep) if found else []}
 

@@ -217,7 +217,7 @@ def test_the_cpp_runtime_knows_the_same_features():
     """cpp/src/cpu.cpp names the features of isa.FEATURES, and the portable
     targets' requirements as Python derives them."""
     source = (ROOT / "cpp" / "src" / "cpu.cpp").read_text()
-    assert re.findall(r'\{"([\w.]+)", (?:0x)?[0-9a-f]+, \d, k', source) == list(FEATURES["x86_64"])
+    assert re.findall(r'\{"([\w.-]+)", (?:0x)?[0-9a-f]+, \d, k', source) == list(FEATURES["x86_64"])
     assert re.findall(r'\{"([\w.]+)", AT_HWCAP2?,', source) == list(FEATURES["aarch64"])
     for name in NAMED:
         listed = re.search(r'\{"' + name + r'", \{([^}]*)\}\}', source).group(1)

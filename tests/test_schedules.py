@@ -390,3 +390,55 @@ def test_rules_are_tried_in_their_explicit_order_and_carry_their_grids():
 
     assert tuple(RULES) == PRIORITY
     assert all(rule.grid is not None for rule in RULES.values())
+
+
+# --- AMX: bfloat16 matmuls on tiles -------------------------------------------------------------------
+def _amx_target():
+    """An AVX-512 target with AMX (a Sapphire Rapids-class Xeon): built on any x86 host."""
+    import dataclasses
+
+    from braze.targets import get_target
+
+    return dataclasses.replace(get_target("cpu-avx512"), mattr=("+avx512bf16", "+amx-tile", "+amx-bf16"))
+
+
+def _amx_runs_here() -> bool:
+    from braze.targets.isa import missing, requirements
+
+    return missing(requirements(_amx_target())) is None
+
+
+@pytest.mark.parametrize("a_shape,k,n", [((64, 96), 96, 64), ((1, 40, 64), 64, 96), ((3, 32), 32, 32)])
+def test_bf16_matmul_by_a_weight_multiplies_on_amx_tiles(a_shape, k, n):
+    """A bfloat16 matmul by a constant weight takes the amx rule on a target
+    with AMX: the weight packed in pair-interleaved panels, 32 x 32 blocks
+    (rows padded: 40 -> 64), the bias and ReLU on the block; numerics against
+    float32 onnxruntime within the bfloat16 tolerance wherever this CPU has
+    AMX. Too few rows (3) leave it to gemm."""
+    from braze.passes.precision import TOLERANCES
+
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
+                    helper.make_node("Relu", ["z"], ["out"])],
+                   [("x", list(a_shape))], ["out"], {"w": _w(k, n), "b": RNG.standard_normal(n).astype(np.float32)})
+    art = braze_compile(model, target=_amx_target(), precision_mode="allow_mix_precision_bf16")
+    [kernel] = [kr for kr in art.kernels if "MatMul" in kr["name"]]
+    if a_shape[-2] < 8:
+        assert kernel["schedule"] == "gemm"
+        return
+    assert kernel["schedule"] == "amx" and kernel["packed"] == ["amx-bf16-pairs"]
+    if not _amx_runs_here():
+        return
+    x = RNG.standard_normal(a_shape).astype(np.float32)
+    got, want = art.run({"x": x})["out"], run_ort(model, {"x": x})["out"]
+    assert np.abs(got - want).max() <= TOLERANCES["bf16"] * np.abs(want).max()
+
+
+def test_amx_only_where_the_target_has_it_and_the_shapes_fit():
+    """No AMX in the target (AVX-512 alone), a float32 build, or a reduction
+    that is not a whole number of tiles (k % 32): the gemm rule."""
+    cases = [("cpu-avx512", 64, "allow_mix_precision_bf16"), (_amx_target(), 64, None),
+             (_amx_target(), 48, "allow_mix_precision_bf16")]
+    for target, k, mode in cases:
+        model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [32, k])], ["out"], {"w": _w(k, 64)})
+        art = braze_compile(model, target=target, precision_mode=mode)
+        assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == ["gemm"], (target, k, mode)

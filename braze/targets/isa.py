@@ -23,7 +23,7 @@ FEATURES = {
                "bmi": "bmi1", "bmi2": "bmi2", "lzcnt": "abm", "movbe": "movbe", "avx512f": "avx512f",
                "avx512bw": "avx512bw", "avx512cd": "avx512cd", "avx512dq": "avx512dq", "avx512vl": "avx512vl",
                "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
-               "avx512vbmi": "avx512vbmi", "avxvnni": "avx_vnni"},
+               "avx512vbmi": "avx512vbmi", "avxvnni": "avx_vnni", "amx-tile": "amx_tile", "amx-bf16": "amx_bf16"},
     "aarch64": {"neon": "asimd", "fullfp16": "asimdhp", "dotprod": "asimddp", "sve": "sve", "i8mm": "i8mm",
                 "bf16": "bf16", "sve2": "sve2"},
 }
@@ -74,15 +74,41 @@ def host_mattr(mcpu: str) -> tuple[str, ...]:
                  + [f"-{f}" for f in FEATURES[arch] if f in implied - has])
 
 
+#: Features whose register state Linux hands a process only when it asks
+#: (AMX's tile data: 8 KB per thread); see ``amx_permitted``.
+ON_REQUEST = ("amx-tile", "amx-bf16")
+
+
+@functools.cache
+def amx_permitted() -> bool:
+    """Ask Linux for AMX tile state for this process, once
+    (``arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``): without it,
+    the first tile instruction of any thread stops the process with an
+    illegal instruction. Whether it was granted (False off Linux x86-64)."""
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or detect.arch() != "x86_64":
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.syscall(158, 0x1023, 18) == 0  # SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA
+    except (OSError, AttributeError):
+        return False
+
+
 def missing(requires: dict) -> str | None:
     """Why this machine cannot run code that ``requires`` (a manifest's) -- as
-    "(what it needs), what this machine lacks" -- or None if it can."""
+    "(what it needs), what this machine lacks" -- or None if it can. Code
+    that needs AMX gets this process the OS's permission for it here."""
     arch = requires.get("arch")
     if arch != detect.arch():
         return f"({arch}), this machine is {detect.arch()}"
     lacking = [f for f in requires.get("features", []) if f not in host_features()]
     if lacking:
         return f"({arch}), this CPU lacks {', '.join(lacking)}"
+    if any(f in ON_REQUEST for f in requires.get("features", [])) and not amx_permitted():
+        return f"({arch}, AMX), and the OS refused this process AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)"
     return None
 
 

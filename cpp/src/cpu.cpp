@@ -5,6 +5,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -29,7 +33,7 @@ namespace {
 // it (XCR0): code using ymm/zmm registers on an OS that does not save them
 // faults like code on a CPU without them.
 enum Reg { kEax, kEbx, kEcx, kEdx };
-enum State { kNone, kYmm, kZmm };
+enum State { kNone, kYmm, kZmm, kTile };
 struct CpuidBit {
   const char* name;
   unsigned leaf, subleaf;
@@ -48,7 +52,20 @@ const CpuidBit kX86[] = {
     {"avx512vl", 7, 0, kEbx, 31, kZmm},      {"avx512vnni", 7, 0, kEcx, 11, kZmm},
     {"avx512bf16", 7, 1, kEax, 5, kZmm},     {"avx512fp16", 7, 0, kEdx, 23, kZmm},
     {"avx512vbmi", 7, 0, kEcx, 1, kZmm},     {"avxvnni", 7, 1, kEax, 4, kYmm},
+    {"amx-tile", 7, 0, kEdx, 24, kTile},     {"amx-bf16", 7, 0, kEdx, 22, kTile},
 };
+
+// AMX's tile data: Linux hands it to a process only when asked
+// (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); without it the first
+// tile instruction is an illegal instruction. Asked once; whether granted.
+bool tile_state_granted() {
+#if defined(__linux__)
+  static const bool granted = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  return granted;
+#else
+  return false;
+#endif
+}
 
 bool os_saves(State state) {
   if (state == kNone) return true;
@@ -56,8 +73,9 @@ bool os_saves(State state) {
   if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 27))) return false;  // OSXSAVE: XGETBV works
   unsigned lo, hi;
   __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-  const unsigned need = state == kYmm ? 0x06 : 0xE6;  // SSE+AVX state; and opmask, upper zmm
-  return (lo & need) == need;
+  // SSE+AVX state; and opmask, upper zmm; and tile config + tile data
+  const unsigned need = state == kYmm ? 0x06 : state == kZmm ? 0xE6 : 0x60000;
+  return (lo & need) == need && (state != kTile || tile_state_granted());
 }
 
 }  // namespace

@@ -68,9 +68,10 @@ def halve_double(op, target, defaults) -> list[dict]:
 
 #: The order the rules are tried in for an anchor op; the first that applies
 #: (and is profitable) takes it: winograd before conv2d (it takes the 3x3
-#: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv), and
-#: depthwise after it (the grouped convs whose groups conv2d's blocks do not fit).
-PRIORITY = ("winograd", "pointwise", "conv2d", "depthwise", "gemm")
+#: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv),
+#: depthwise after it (the grouped convs whose groups conv2d's blocks do not
+#: fit), and amx before gemm (the bfloat16 matmuls a CPU with AMX tiles takes).
+PRIORITY = ("winograd", "pointwise", "conv2d", "depthwise", "amx", "gemm")
 
 
 RULES: dict[str, Rule] = {}

@@ -2,6 +2,7 @@
 big GEMM shapes of the public models, each as a percentage of the FMA peak.
 
     python benchmarks/gemm.py [--target cpu] [--threads 2] [--shapes 128x768x3072,...] [--out gemm-out]
+                              [--precision-mode allow_mix_precision_bf16]
 
 The peak: an FMA-throughput loop that braze builds with TVM for the target
 (``fma_loop``): every thread runs rounds of ``acc = acc * m + c`` (one FMA,
@@ -26,6 +27,13 @@ weight (as the models' weights are); ``conv:HxWxCxK`` a 1x1 Conv of a
 target, checked against onnxruntime, and both engines are timed as
 ``braze bench`` times them (each alone in a worker process of its own,
 alternating phases, medians). GFLOP/s = 2*M*K*N / median time.
+
+With ``--precision-mode``, braze compiles each shape in that mode
+(onnxruntime stays float32) and its float32 build of the shape is a third
+engine in the same rotation: the ``speedup`` column is the median of the
+per-phase ratios float32 time / the mode's time (bfloat16 on AMX tiles:
+docs/schedules.md, "amx"). The FMA peak stays float32's, so a 16-bit
+kernel may exceed 100% of it.
 
 Writes OUT/gemm.md and OUT/gemm.json.
 """
@@ -149,23 +157,43 @@ def shape_model(spec: str):
     return model, {"x": rng.standard_normal(x_shape).astype(np.float32)}, flop, label
 
 
-def shape_row(spec: str, target: str, threads: int, repeat: int, work: Path) -> dict:
+def shape_row(spec: str, target: str, threads: int, repeat: int, work: Path, mode: str | None = None) -> dict:
+    """One shape: braze (in precision ``mode``, if one) and onnxruntime
+    float32, each timed alone; with a mode, braze's float32 build of the
+    same shape too, in the same rotation (``f32_gflops``, ``speedup``: the
+    mode's throughput over float32's, per phase)."""
     import onnx
 
     from braze.compiler import compile as braze_compile
-    from braze.measure import bench, compare, run_onnxruntime
+    from braze.measure import BRAZE, ORT, compare, run_onnxruntime
+    from braze.passes.precision import TOLERANCES
+    from braze.timing import Engine, time_alone
 
     model, inputs, flop, label = shape_model(spec)
-    onnx_path, art_path = work / f"{spec.replace(':', '_')}.onnx", work / f"{spec.replace(':', '_')}.braze"
+    stem = spec.replace(":", "_")
+    onnx_path, art_path, f32_path = work / f"{stem}.onnx", work / f"{stem}.braze", work / f"{stem}-f32.braze"
     onnx.save(model, onnx_path)
-    artifact = braze_compile(str(onnx_path), target=target, threads=threads, cache_dir=None)
+    artifact = braze_compile(str(onnx_path), target=target, threads=threads, cache_dir=None, precision_mode=mode)
     artifact.save(str(art_path))
+    low = artifact.manifest["precision"]["dtype"]
     worst = max(e.max_rel for e in compare(artifact.run(inputs), run_onnxruntime(model, inputs, threads)))
     kernels = [(k["name"], k.get("schedule"), k.get("schedule_params")) for k in artifact.kernels]
-    result = bench(str(art_path), str(onnx_path), inputs, threads, repeat=repeat, phases=10, processes=2)
-    ours, theirs = flop / result.braze_ms / 1e6, flop / result.onnxruntime_ms / 1e6
-    return {"shape": spec, "label": label, "flop": flop, "kernels": kernels, "ok": worst <= 1e-4, "max_rel": worst, "braze_ms": result.braze_ms, "onnxruntime_ms": result.onnxruntime_ms,
-            "ratio": result.ratio.to_dict(), "braze_gflops": ours, "onnxruntime_gflops": theirs}
+    engines = [Engine(BRAZE, str(art_path)), Engine(ORT, str(onnx_path))]
+    if mode:
+        braze_compile(str(onnx_path), target=target, threads=threads, cache_dir=None).save(str(f32_path))
+        engines.append(Engine(BRAZE, str(f32_path), "braze-f32"))
+    runs = max(1, -(-repeat // 10))
+    timing = time_alone(engines, inputs, threads, phases=10, runs=runs, warmup=2, processes=2)
+    braze_ms, ort_ms = timing.engines[BRAZE].median_ms, timing.engines[ORT].median_ms
+    row = {"shape": spec, "label": label, "flop": flop, "kernels": kernels, "mode": mode, "dtype": low,
+           "ok": worst <= TOLERANCES.get(low, 1e-4), "max_rel": worst, "braze_ms": braze_ms, "onnxruntime_ms": ort_ms,
+           "ratio": timing.ratio(BRAZE, ORT).to_dict(), "braze_gflops": flop / braze_ms / 1e6,
+           "onnxruntime_gflops": flop / ort_ms / 1e6}
+    if mode:
+        f32_ms = timing.engines["braze-f32"].median_ms
+        row.update({"f32_ms": f32_ms, "f32_gflops": flop / f32_ms / 1e6,
+                    "speedup": timing.ratio("braze-f32", BRAZE).to_dict()})
+    return row
 
 
 # --- the report -----------------------------------------------------------------------------------------
@@ -179,16 +207,30 @@ def markdown(report: dict) -> str:
              f"{p['fma_units']} FMA units of {p['lanes']} lanes)", "",
              "| shape | braze GFLOP/s | % of peak | onnxruntime GFLOP/s | % of peak | braze / onnxruntime time "
              "(min-max) | schedule |", "|---|---|---|---|---|---|---|"]
+    mode = report.get("precision_mode")
+    if mode:
+        lines[-2:] = [f"braze in `{mode}` (onnxruntime in float32), and braze's float32 build of each shape "
+                      "timed in the same rotation; the FMA peak is float32's.", "",
+                      "| shape | braze GFLOP/s | % of FMA peak | braze float32 GFLOP/s | speedup over float32 "
+                      "(min-max) | onnxruntime GFLOP/s | braze / onnxruntime time (min-max) | schedule |",
+                      "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         if "error" in r:
-            lines.append(f"| {r['shape']} | failed: {r['error']} | | | | | |")
+            lines.append(f"| {r['shape']} | failed: {r['error']} |" + " |" * (6 if mode else 5))
             continue
         q = r["ratio"]
         sched = ", ".join(f"{s}" for _, s, _ in r["kernels"])
+        flag = "" if r["ok"] else " **outputs differ**"
+        if mode:
+            u = r["speedup"]
+            lines.append(f"| {r['label']} | {r['braze_gflops']:.1f} | {100 * r['braze_gflops'] / top:.0f}% | "
+                         f"{r['f32_gflops']:.1f} | **{u['ratio']:.2f}** ({u['ratio_min']:.2f}-{u['ratio_max']:.2f}) | "
+                         f"{r['onnxruntime_gflops']:.1f} | {q['ratio']:.2f} ({q['ratio_min']:.2f}-{q['ratio_max']:.2f}) "
+                         f"| {sched} |{flag}")
+            continue
         lines.append(f"| {r['label']} | {r['braze_gflops']:.1f} | {100 * r['braze_gflops'] / top:.0f}% | "
                      f"{r['onnxruntime_gflops']:.1f} | {100 * r['onnxruntime_gflops'] / top:.0f}% | "
-                     f"{q['ratio']:.2f} ({q['ratio_min']:.2f}-{q['ratio_max']:.2f}) | {sched} |"
-                     + ("" if r["ok"] else " **outputs differ**"))
+                     f"{q['ratio']:.2f} ({q['ratio_min']:.2f}-{q['ratio_max']:.2f}) | {sched} |" + flag)
     return "\n".join(lines) + "\n"
 
 
@@ -199,6 +241,8 @@ def main() -> int:
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated (default {','.join(SHAPES)})")
     ap.add_argument("--repeat", type=int, default=100, help="timed calls per engine and shape (default 100)")
     ap.add_argument("--out", type=Path, default=Path("gemm-out"), help="folder for gemm.md/.json")
+    ap.add_argument("--precision-mode", help="compile braze in this mode (allow_mix_precision_bf16, ...) and time "
+                                             "its float32 build beside it")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     os.environ.pop("BRAZE_CACHE_DIR", None)
@@ -227,14 +271,15 @@ def main() -> int:
         return {**run, "gflops": best, "ghz": run["ghz"] * best / run["gflops"], "runs": list(runs)}
 
     report = {"machine": {**describe_host(), "date": datetime.date.today().isoformat()}, "target": args.target,
-              "threads": args.threads, "peak": None, "command": " ".join(sys.argv), "rows": []}
+              "threads": args.threads, "peak": None, "command": " ".join(sys.argv), "rows": [],
+              "precision_mode": args.precision_mode}
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as work:
         for spec in args.shapes.split(","):
             report["peak"] = peak()
             say(f"{spec}")
             try:
-                row = shape_row(spec, args.target, args.threads, args.repeat, Path(work))
+                row = shape_row(spec, args.target, args.threads, args.repeat, Path(work), args.precision_mode)
             except Exception as e:  # noqa: BLE001 -- one shape failing must not lose the others
                 row = {"shape": spec, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
             say(json.dumps({k: row[k] for k in row if k in ("shape", "braze_gflops", "onnxruntime_gflops", "error")}))

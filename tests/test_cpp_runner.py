@@ -132,6 +132,39 @@ def test_dtypes_and_output_file_names(braze_run, small, tmp_path):
         np.testing.assert_array_equal(got, want[name])
 
 
+def test_amx_artifact_runs_or_names_what_the_cpu_lacks(braze_run, tmp_path):
+    """A bfloat16 matmul built for an AMX target: braze-run asks Linux for
+    the tile state and matches the Python runtime on a CPU with AMX; on one
+    without, it stops with one line naming the missing features."""
+    import dataclasses
+
+    from braze.targets import get_target
+    from braze.targets.isa import missing, requirements
+
+    target = dataclasses.replace(get_target("cpu-avx512"), mattr=("+avx512bf16", "+amx-tile", "+amx-bf16"))
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((64, 64)) / 8).astype("float32")
+    graph = h.make_graph([h.make_node("MatMul", ["x", "w"], ["y"])], "mm",
+                         [h.make_tensor_value_info("x", T.FLOAT, [32, 64])],
+                         [h.make_tensor_value_info("y", T.FLOAT, [32, 64])], [onnx.numpy_helper.from_array(w, "w")])
+    model = h.make_model(graph, opset_imports=[h.make_opsetid("", 17)], ir_version=8)
+    art = braze_compile(model, target=target, precision_mode="allow_mix_precision_bf16")
+    assert [k["schedule"] for k in art.kernels if "MatMul" in k["name"]] == ["amx"]
+    art.save(str(tmp_path / "m.braze"))
+    x = rng.standard_normal((32, 64)).astype("float32")
+    np.save(tmp_path / "x.npy", x)
+    done = _run(braze_run, tmp_path / "m.braze", "--input", f"x={tmp_path / 'x.npy'}", "--output-dir", tmp_path / "out")
+    lacking = missing(requirements(target))
+    if lacking is None:
+        assert done.returncode == 0, done.stderr
+        want = load(tmp_path / "m.braze").run({"x": x})["y"]
+        np.testing.assert_allclose(np.load(tmp_path / "out" / "y.npy"), want, rtol=1e-6, atol=1e-6)
+        assert np.abs(want - x @ w).max() <= 0.02 * np.abs(x @ w).max()
+    else:
+        assert done.returncode != 0 and len(done.stderr.strip().splitlines()) == 1
+        assert "amx-tile" in done.stderr or "avx512" in done.stderr, done.stderr
+
+
 # --- errors: one line on stderr, non-zero exit, no abort -------------------------------------
 
 def _save(path: Path, array) -> Path:

@@ -174,7 +174,7 @@ def _check(value, f, where: str, detect: bool):
             bound = "a positive" if meta["minimum"] >= 1 else "a non-negative"
             raise TargetError(f"{where} must be {bound} integer{unit}, got {value!r}")
     elif want == "tuple":
-        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and re.fullmatch(r"[+-][\w.]+", v)
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and re.fullmatch(r"[+-][\w.-]+", v)
                                                             for v in value):
             raise TargetError(f"{where} must be a list of LLVM features like [\"+neon\"], got {value!r}")
         value = tuple(value)

@@ -22,8 +22,8 @@ from tvm import te
 
 from ..kernel import Packing
 from .intrinsics import AMX_BLOCK, AMX_K, amx_bf16_block
-from .rule import Rule, lanes, register
-from .tir import blocks_under, epilogue_of, extent, place_at
+from .rule import Rule, lanes, register, weight_param
+from .tir import blocks_under, epilogue_of, tile_result
 
 #: the ISA features a target needs for this rule (LLVM's names)
 FEATURES = ("amx-tile", "amx-bf16")
@@ -39,20 +39,12 @@ def has_amx(target) -> bool:
     return set(FEATURES) <= set(requirements(target)["features"])
 
 
-def _weight_param(op, kernel) -> int | None:
-    b = op.operands[1]
-    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
-        if param is b and arg.owner is not None and arg.owner.name == "const" and len(b.type.shape) == 2:
-            return i
-    return None
-
-
 def applies(op, kernel, target) -> bool:
     a, b = op.operands[0].type, op.operands[1].type
     if a.dtype != "bf16" or b.dtype != "bf16" or len(a.shape) < 2 or len(b.shape) != 2:
         return False
     k, n = b.shape
-    return (k > 0 and k % AMX_K == 0 and n % AMX_BLOCK == 0 and _weight_param(op, kernel) is not None
+    return (k > 0 and k % AMX_K == 0 and n % AMX_BLOCK == 0 and weight_param(op, kernel, rank=2) is not None
             and has_amx(target))
 
 
@@ -65,7 +57,7 @@ def defaults(op, kernel, target) -> dict | None:
 
 
 def packings(op, kernel, target, params) -> dict:
-    index = _weight_param(op, kernel)
+    index = weight_param(op, kernel, rank=2)
     k, n = op.operands[1].type.shape
 
     def pack(w: np.ndarray) -> np.ndarray:  # B[r, c] -> P[c // 16, r // 2, c % 16, r % 2]
@@ -93,20 +85,7 @@ def apply(sch, block, op, target, params) -> set[str]:
     io, ii = sch.split(i, [None, AMX_BLOCK])
     jo, ji = sch.split(j, [None, AMX_BLOCK])
     sch.reorder(*batch, jo, io, ii, ji, k)
-    local = sch.cache_write(block, 0, "local")
-    sch.reverse_compute_at(local, io)
-    tail = local
-    if epi is not None:
-        try:
-            sch.reverse_compute_inline(epi)
-        except Exception:  # noqa: BLE001 (TVM's ScheduleError): its own stage at the block
-            tail = epi if place_at(sch, epi, io) else local
-    v = lanes(target)
-    for stage in {local, tail}:
-        *_, wj = sch.get_loops(stage)
-        if extent(sch, wj) % v == 0:
-            _, wv = sch.split(wj, [None, v])
-            sch.vectorize(wv)
+    tile_result(sch, block, epi, io, lanes(target))
     outer = sch.fuse(*batch, jo, io)
     sch.parallel(outer)
     init = sch.decompose_reduction(block, ii)

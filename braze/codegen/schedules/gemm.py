@@ -18,8 +18,8 @@ import numpy as np
 from tvm import te
 
 from ..kernel import Packing
-from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register
-from .tir import blocks_under, epilogue_of, extent, place_at
+from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, weight_param
+from .tir import blocks_under, epilogue_of, tile_result
 
 
 def _shapes(op):
@@ -58,17 +58,8 @@ def defaults(op, kernel, target) -> dict | None:
     return None
 
 
-def _weight_param(op, kernel) -> int | None:
-    """The kernel param index of B when B is a 2-D constant read directly."""
-    b = op.operands[1]
-    for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
-        if param is b and arg.owner is not None and arg.owner.name == "const" and len(b.type.shape) == 2:
-            return i
-    return None
-
-
 def packings(op, kernel, target, params) -> dict:
-    index = _weight_param(op, kernel)
+    index = weight_param(op, kernel, rank=2)
     if index is None:
         return {}
     k, n = op.operands[1].type.shape
@@ -111,19 +102,7 @@ def apply(sch, block, op, target, params) -> set[str]:
     io, ii = sch.split(i, [None, tile_m])
     jo, jv, jl = sch.split(j, [None, tile_n // v, v])
     sch.reorder(*batch, jo, io, k, ii, jv, jl)
-    local = sch.cache_write(block, 0, "local")
-    sch.reverse_compute_at(local, io)
-    tail = local
-    if epi is not None:
-        try:
-            sch.reverse_compute_inline(epi)
-        except Exception:  # noqa: BLE001 (TVM's ScheduleError): keep it as its own stage at the tile
-            tail = epi if place_at(sch, epi, io) else local
-    for stage in {local, tail}:
-        *_, wi, wj = sch.get_loops(stage)
-        if extent(sch, wj) % v == 0:
-            _, wv = sch.split(wj, [None, v])
-            sch.vectorize(wv)
+    tile_result(sch, block, epi, io, v)
     sch.unroll(ii)
     sch.unroll(jv)
     sch.vectorize(jl)

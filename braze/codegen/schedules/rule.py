@@ -147,9 +147,13 @@ def divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
 
-def weight_param(op, kernel) -> int | None:
-    """The kernel param index of the conv's weight when it is a constant."""
+def weight_param(op, kernel, rank: int | None = None) -> int | None:
+    """The kernel param index of the op's second operand (a conv's or a
+    matmul's weight) when it is a constant read directly (and of ``rank``
+    dims, if given)."""
     w = op.operands[1]
+    if rank is not None and len(w.type.shape) != rank:
+        return None
     for i, (param, arg) in enumerate(zip(kernel.params, kernel.args)):
         if param is w and arg.owner is not None and arg.owner.name == "const":
             return i

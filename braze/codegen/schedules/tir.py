@@ -137,3 +137,23 @@ def place_at(sch: Schedule, stage, loop) -> bool:
 
 def blocks_under(sch: Schedule, loop) -> set[str]:
     return {sch.get(b).name_hint for b in sch.get_child_blocks(loop)}
+
+
+def tile_result(sch: Schedule, block, epi, loop, v: int) -> None:
+    """The anchor's result tile kept in a local buffer at ``loop`` (the
+    register tile, or the block a tensor intrinsic writes), the epilogue
+    ``epi`` (from ``epilogue_of``) inlined into its write-back, or run at
+    the same loop where it cannot be, and the write-back vectorized by ``v``."""
+    local = sch.cache_write(block, 0, "local")
+    sch.reverse_compute_at(local, loop)
+    tail = local
+    if epi is not None:
+        try:
+            sch.reverse_compute_inline(epi)
+        except Exception:  # noqa: BLE001 (TVM's ScheduleError): keep it as its own stage at the tile
+            tail = epi if place_at(sch, epi, loop) else local
+    for stage in {local, tail}:
+        *_, wj = sch.get_loops(stage)
+        if extent(sch, wj) % v == 0:
+            _, wv = sch.split(wj, [None, v])
+            sch.vectorize(wv)

@@ -163,3 +163,18 @@ def test_avx512_kernels_build_on_any_host():
 
         feeds = {"x": RNG.standard_normal((32, 64)).astype(np.float32)}
         np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+def test_depthwise_row_segments_are_whole_registers(isa):
+    """A depthwise row segment divides the row and is either at most one
+    vector or a whole number of vectors (never one wider, partial vector,
+    whose weight broadcasts spill): MobileNetV2's rows of 112, 56 and 28."""
+    from braze.codegen.schedules.depthwise import _row_tile
+
+    v = lanes(_target(*isa))
+    for ow in (112, 56, 28, 14, 7, 80, 40, 20, 12, 320):
+        tile = _row_tile(ow, v)
+        assert ow % tile == 0 and (tile <= v or tile % v == 0) or tile == min(ow, 64), (ow, tile)
+    expected = {8: {112: 56, 56: 56, 28: 4, 14: 14}, 16: {112: 16, 56: 8, 28: 4, 14: 14}}[v]
+    assert {ow: _row_tile(ow, v) for ow in expected} == expected

@@ -354,3 +354,19 @@ def test_a_candidate_lost_in_the_rpc_layer_is_measured_once_more():
     assert [list(map(float, r.run_secs)) if r.run_secs else r.error_msg for r in results] == \
         [[2e-3], "a kernel error", [1e-3]]
     assert inner.calls == [["a", "b", "c"], ["a"]]
+
+
+def test_an_artifact_with_amx_kernels_is_refused_by_rpc_servers():
+    """A TVM RPC server never asks Linux for AMX's tile state, so an artifact
+    whose matmuls run on AMX tiles gets a RemoteError, not an illegal
+    instruction in the server; the same CPU without amx kernels is fine."""
+    from types import SimpleNamespace
+
+    from braze.runtime.remote import _check_cpu
+
+    tracker = SimpleNamespace(key="cpu")
+    requires = {"arch": "x86_64", "features": ["avx2", "avx512f", "amx-tile", "amx-bf16"]}
+    found = ("sapphirerapids", "x86_64-linux-gnu")
+    _check_cpu({"requires": requires, "kernels": [{"schedule": "gemm"}]}, found, tracker)
+    with pytest.raises(RemoteError, match="AMX tiles"):
+        _check_cpu({"requires": requires, "kernels": [{"schedule": "amx"}]}, found, tracker)

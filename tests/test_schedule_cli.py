@@ -208,3 +208,22 @@ def test_cli_errors_are_one_line(mlp, tmp_path, braze_cli):
     (tmp_path / "bad.json").write_text("[1, 2]")
     r = braze_cli("compile", mlp, "-o", tmp_path / "x.braze", "--schedule-file", tmp_path / "bad.json", "-q")
     assert r.returncode == 1 and "pins file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_schedule_takes_the_precision_mode(mlp, braze_cli):
+    """`braze schedule --precision-mode` times the kernel a 16-bit compile
+    builds (its casts fused in, its rule: amx on a CPU with AMX tiles), and
+    checks its variants against the mode's tolerance, not float32's."""
+    from braze.codegen.schedules.amx import has_amx
+    from braze.passes.precision import TOLERANCES
+    from braze.targets import get_target
+
+    r = braze_cli("kernels", mlp, "--precision-mode", "allow_mix_precision_bf16", "--json")
+    name = json.loads(r.stdout)[0]["name"]
+    r = braze_cli("schedule", mlp, "--kernel", name, "--precision-mode", "allow_mix_precision_bf16",
+                  "--repeat", "2", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["tolerance"] == TOLERANCES["bf16"] and "math.cast" in data["kernel"]["ops"]
+    default = data["variants"][0]
+    assert default["ok"] and default["schedule"] == ("amx" if has_amx(get_target("cpu")) else "gemm")

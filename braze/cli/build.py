@@ -129,7 +129,8 @@ def cmd_schedule(args) -> int:
     experiment = schedule_variants(args.model, args.kernel, variants, count=args.variants, level=args.level,
                                   fusion=fusion_from_args(args), input_shapes=args.input_shape,
                                   target=args.target, threads=args.threads, repeat=args.repeat,
-                                  tolerance=args.tolerance, progress=_progress(not args.quiet))
+                                  tolerance=_schedule_tolerance(args), progress=_progress(not args.quiet),
+                                  precision=precision_from_args(args))
     if args.pin and experiment.fastest:
         write_pins(args.pin, experiment.pins())
     if args.json:
@@ -139,6 +140,17 @@ def cmd_schedule(args) -> int:
         if args.pin and experiment.fastest:
             print(f"wrote {args.pin}: {experiment.kernel.name} -> {experiment.fastest.label}")
     return 0 if experiment.fastest else 2
+
+
+def _schedule_tolerance(args) -> float:
+    """--tolerance, else the precision mode's (a 16-bit kernel's variants
+    round their results to 16 bits, each its own way), else 1e-4."""
+    if args.tolerance is not None:
+        return args.tolerance
+    from ..passes.precision import MODES, TOLERANCES
+
+    low = MODES.get(getattr(args, "precision_mode", None) or "", (None, None))[1]
+    return TOLERANCES.get(low, 1e-4) if low else 1e-4
 
 
 def _schedule_arguments(s) -> None:
@@ -151,7 +163,9 @@ def _schedule_arguments(s) -> None:
     s.add_argument("--variants", type=int, default=5, metavar="N",
                    help="without --rule/--param/--fn: the default, N-2 alternative tilings and generic (default 5)")
     s.add_argument("--repeat", type=positive_int, default=10, help="timed repeats per variant; the median is shown")
-    s.add_argument("--tolerance", type=float, default=1e-4, help="max error relative to max(1, |reference|)")
+    s.add_argument("--tolerance", type=float, default=None,
+                   help="max error relative to max(1, |reference|) (default 1e-4; a 16-bit --precision-mode's "
+                        "own tolerance, docs/usage.md)")
     s.add_argument("--pin", metavar="PINS.json", help="write the fastest correct variant as a pins file")
     s.add_argument("--json", action="store_true")
 

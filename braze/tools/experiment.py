@@ -180,7 +180,8 @@ def _fastest_line(best: Result | None) -> str:
 
 def schedule_variants(model, kernel: str, variants=None, *, count: int = 5, level: int = 2, fusion=None,
                       input_shapes=None, target="cpu", threads: int | None = None, repeat: int = 10,
-                      tolerance: float = 1e-4, seed: int = 0, progress=None) -> Experiment:
+                      tolerance: float = 1e-4, seed: int = 0, progress=None,
+                      precision: dict | None = None) -> Experiment:
     """Build kernel ``kernel`` (a name from ``kernels(model)``, or ``kN``) of
     ``model`` alone under each variant and compare them.
 
@@ -190,12 +191,12 @@ def schedule_variants(model, kernel: str, variants=None, *, count: int = 5, leve
     strings, ``Variant``s or schedule functions ``f(sch, kernel, target)``;
     the default schedule is always compared too (first). ``level``,
     ``fusion`` and ``input_shapes`` must be those of the compile the kernel
-    name comes from."""
+    name comes from, and ``precision`` (``{"mode": ...}``) its precision options."""
     tgt = cpu_target(target, threads)
     if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):
         raise ScheduleError(f"{model}: braze schedule takes the ONNX model (an artifact holds compiled kernels); "
                             "give the .onnx it was compiled from, with the same --level and fusion options")
-    module = fused(model, level, fusion, input_shapes, target)
+    module = fused(model, level, fusion, input_shapes, target, precision)
     k = find_kernel(partition(module.main), kernel)
     if variants is None:
         chosen = auto_variants(k, tgt, count)
@@ -212,6 +213,12 @@ def cpu_target(target, threads: int | None = None):
     tgt = get_target(target, threads)
     if tgt.kind != "llvm":
         raise ScheduleError(f"schedule experiments use the CPU schedule rules; target {tgt.name} is {tgt.kind}")
+    from ..targets.isa import missing, requirements
+
+    lacking = missing(requirements(tgt))  # also asks the OS for AMX's tile state where the target uses it
+    if lacking:
+        raise ScheduleError(f"schedule experiments run the kernels here, and target {tgt.name} needs {lacking}: "
+                            "time them on a machine that has it")
     return tgt
 
 

@@ -150,7 +150,7 @@ def _schedule_tolerance(args) -> float:
     from ..passes.precision import MODES, TOLERANCES
 
     low = MODES.get(getattr(args, "precision_mode", None) or "", (None, None))[1]
-    return TOLERANCES.get(low, 1e-4) if low else 1e-4
+    return TOLERANCES.get(low, 1e-4)
 
 
 def _schedule_arguments(s) -> None:

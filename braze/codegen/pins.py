@@ -155,8 +155,9 @@ def check_pin(kernel: Kernel, target, pin) -> dict:
     known = {key for c in choices for key in c.params}
     for key, value in params.items():
         if key not in known:
-            what = f"rule {'+'.join(sorted({c.rule.name for c in choices}))} takes {', '.join(sorted(known))}" \
-                if known else "its schedule (generic) takes no parameters"
+            names = "+".join(sorted({c.rule.name for c in choices})) or "generic"
+            what = f"rule {names} takes {', '.join(sorted(known))}" if known else \
+                f"its schedule ({names}) takes no parameters"
             raise ScheduleError(f"{where}: unknown schedule parameter '{key}' ({what})")
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ScheduleError(f"{where}: schedule parameter {key}={value!r} must be a positive integer")

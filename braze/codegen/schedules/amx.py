@@ -34,9 +34,7 @@ MIN_ROWS = 8
 def has_amx(target) -> bool:
     from ...targets.isa import requirements
 
-    if getattr(target, "kind", None) != "llvm" or getattr(target, "family", "cpu") == "cuda":
-        return False
-    return set(FEATURES) <= set(requirements(target)["features"])
+    return getattr(target, "kind", None) == "llvm" and set(FEATURES) <= set(requirements(target)["features"])
 
 
 def applies(op, kernel, target) -> bool:
@@ -53,7 +51,7 @@ def profitable(op, kernel, target) -> bool:
 
 
 def defaults(op, kernel, target) -> dict | None:
-    return {"tile_m": AMX_BLOCK, "tile_n": AMX_BLOCK}  # the micro-kernel's block: fixed by the tiles
+    return {}  # nothing to choose: the block is the tiles' (AMX_BLOCK), so a --param is an unknown parameter
 
 
 def packings(op, kernel, target, params) -> dict:

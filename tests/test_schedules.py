@@ -109,6 +109,65 @@ def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
     assert art.kernels[0]["schedule"] == rule
 
 
+def _pointwise(c, k, hw, stride=1):
+    return _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1], strides=[stride, stride]),
+                   helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
+                  [("x", [1, c, hw, hw]), ("r", [1, k, hw // stride, hw // stride])], ["out"],
+                  {"w": _w(k, c, 1, 1), "b": _w(k)})
+
+
+@pytest.mark.parametrize("c,hw,stride,packs", [
+    (96, 40, 1, True),    # enough pixel tiles for every core, a long reduction: each task packs its panel
+    (24, 40, 1, False),   # 24 channels: bound by its output writes, the input read where it lies
+    (96, 80, 2, False),   # strided: its gathered input stage, not per-task panels
+])
+def test_pointwise_tasks_pack_their_input_panels(c, hw, stride, packs):
+    """A 1x1 conv whose pixel tiles are at least 4 a core (the target's
+    machine model) and whose reduction is longer than PANEL_MIN_CHANNELS
+    copies each tile's strided input into a contiguous panel at the start
+    of its task (``panel`` 2); 40 output channels: padded row tiles."""
+    from braze.codegen.schedules.pointwise import PANEL_MIN_CHANNELS
+    from braze.codegen.schedules.rule import lanes
+
+    target = _target()
+    tiles = (hw // stride) ** 2 // (2 * lanes(target))
+    expected = packs and tiles >= 4 * target.num_cores and c > PANEL_MIN_CHANNELS
+    art = _check(_pointwise(c, 40, hw, stride))
+    assert art.kernels[0]["schedule"] == "pointwise"
+    assert art.kernels[0]["schedule_params"]["nn.conv#0"]["panel"] == (2 if expected else 1)
+
+
+def test_pointwise_panels_pinned_on_padded_tiles():
+    """``panel`` 2 pinned where the last pixel tile is partial (30x30) and
+    in blocks of tiles. ``panel`` 2 with order 1 fails the rule, which
+    warns and leaves the kernel to the generic schedule."""
+    from braze.codegen.schedules import ScheduleWarning
+
+    model = _pointwise(72, 24, 30)
+    name = _check(model).kernels[0]["name"]
+    for block_n in (1, 2):
+        params = {"order": 2, "panel": 2, "block_n": block_n}
+        art = _check(model, schedules={name: {"rule": "pointwise", "params": params}})
+        assert art.kernels[0]["schedule_params"]["nn.conv#0"]["panel"] == 2
+    with pytest.warns(ScheduleWarning, match="panel must be 1"):
+        art = braze_compile(model, target=TARGET, schedules={name: {"rule": "pointwise",
+                                                                    "params": {"order": 1, "panel": 2}}})
+    assert art.kernels[0]["schedule"] == "generic"
+
+
+def test_small_map_1x1_convs_go_where_the_registers_are():
+    """A 1x1 conv on a 14x14 map: 196 pixels in 32-pixel tiles are 14%
+    padding; with 32 registers conv2d's channel-vectorized tile (2 vectors x
+    14 columns, no padding) takes it, with 16 (AVX2: 16-pixel tiles, 6%)
+    pointwise keeps it."""
+    from braze.codegen.schedules.rule import lanes, registers
+
+    art = _check(_pointwise(128, 64, 14))
+    target = _target()
+    wide = registers(target) >= 32 and lanes(target) == 16
+    assert art.kernels[0]["schedule"] == ("conv2d" if wide else "pointwise")
+
+
 def _conv_defaults(model):
     from braze.codegen.schedules import conv
     from braze.frontend import import_onnx

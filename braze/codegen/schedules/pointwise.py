@@ -17,7 +17,7 @@ from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
 from .rule import Rule, accumulators, divisor_at_most, lanes, register, weight_param, wide
 from .tir import blocks_under, epilogue_of, extent, is_spatial, place_at
-from .conv import conv_applies
+from .conv import conv_applies, conv_defaults
 
 
 # -- pointwise (1x1) as a GEMM ------------------------------------------------------------------
@@ -31,6 +31,35 @@ def pw_applies(op, kernel, target) -> bool:
     attrs = lookup(op.name).normalize_attrs(op.attributes)
     _, _, r, s = op.operands[1].type.shape
     return (r, s) == (1, 1) and not any(attrs["pads"])
+
+
+#: Input channels from which a 1x1 conv's tasks pack their input panels
+#: (``panel`` 2). Measured in the models on AVX-512: 96-512 channels ran
+#: 1.1-1.4x faster packed; MobileNetV2's 16 and 24 channels on 112x112 and
+#: 56x56 maps, where the kernel is bound by writing its outputs, 1.2-1.4x
+#: slower (a task is then one tile, whose output rows are short runs)
+PANEL_MIN_CHANNELS = 64
+
+
+def pw_profitable(op, kernel, target) -> bool:
+    """Whether the 1x1 conv is better as a GEMM along the pixels than
+    vectorized over output channels (``conv2d``): not when its pixel tiles
+    are more than 10% padding (a 7x7 or 14x14 map in 32-pixel tiles) and
+    conv2d's register tile, which pads nothing, holds more accumulators.
+    (AVX-512, resnet50's 1x1 convs on 14x14 and 7x7 maps: conv2d 1.1-1.4x
+    faster; AVX2's 16 registers give conv2d the smaller tile, and pointwise
+    stays.)"""
+    params = pw_defaults(op, kernel, target)
+    hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
+    cols = -(-hw // params["tile_n"]) * params["tile_n"]
+    if cols * 10 <= hw * 11:
+        return True
+    other = conv_defaults(op, kernel, target)
+    if other is None:
+        return True
+    v = lanes(target)
+    # accumulators doing useful work: pointwise's less its padding
+    return max(1, other["tile_k"] // v) * other["tile_w"] * cols <= params["tile_m"] * (params["tile_n"] // v) * hw
 
 
 def pw_defaults(op, kernel, target) -> dict | None:
@@ -51,16 +80,32 @@ def pw_defaults(op, kernel, target) -> dict | None:
         tile_m = next((t for t in range(tile_m, 0, -1) if k % t == 0))
     # order 2: blocks of pixel tiles outside, output-channel blocks inside, so
     # that a block of input pixels stays in cache while every weight row passes
-    # over it (the weights, re-read once per block, must sit in half of L2);
+    # over it (the weights, re-read once per block, must sit in half of L2,
+    # unless the block is a packed panel: below);
     # order 1: channel blocks outside (each block's weights stay in L1, the
     # whole input streams past once per block)
     c = op.operands[1].type.shape[1]
-    order = 2 if k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
     tiles = -(-hw // tile_n)
+    # panel 2 (order 2 only): each task first copies its pixel tile's input
+    # (c x tile_n, strided by the map's size in NCHW) into one contiguous
+    # panel that every channel block then streams through (packed A
+    # panels). A task is one tile: taken when there are enough tiles to
+    # spread over the cores (4 a core), and (PANEL_MIN_CHANNELS) when the
+    # reduction is long enough to pay for shorter output runs. Stride-2
+    # 1x1 convs keep their gathered input stage (in the model, packing per
+    # task ran 1.2x slower there)
+    many = tiles >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
+    stride_one = all(int(x) == 1 for x in lookup(op.name).normalize_attrs(op.attributes)["strides"])
+    packs = many and stride_one and c > PANEL_MIN_CHANNELS
+    order = 2 if packs or k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
     # order 2 walks blocks of pixel tiles (up to 512 pixels): longer runs
     # of each output row than one tile gives, for the prefetcher
     block_n = divisor_at_most(tiles, max(1, 512 // tile_n)) if order == 2 else 1
-    return {"tile_m": tile_m, "tile_n": tile_n, "order": order, "block_n": block_n, "block_k": c, "block_m": 1}
+    panel = 2 if packs else 1
+    if packs:
+        block_n = 1
+    return {"tile_m": tile_m, "tile_n": tile_n, "order": order, "block_n": block_n, "block_k": c, "block_m": 1,
+            "panel": panel}
 
 
 def pw_packings(op, kernel, target, params) -> dict:
@@ -100,7 +145,18 @@ def pw_lower(op, params):
         rows = int(w.shape[0]) * tile_m if packed else k_out
         kg = k_out // group
 
-        if cols == hw and sh == sw == 1:
+        if int(params.get("panel", 1)) == 2:
+            def tile_gather(b, t, ch, lane):
+                p = t * tile_n + lane
+                q = tirx.min(p, hw - 1)
+                value = x[b, ch, q // ow * sh, q % ow * sw]
+                return value if cols == hw else tirx.if_then_else(p < hw, value, tirx.const(0.0, x.dtype))
+
+            tiles_panel = te.compute((n, cols // tile_n, c, tile_n), tile_gather, name="pw_in")
+
+            def read(b, ch, p):
+                return tiles_panel[b, p // tile_n, ch, p % tile_n]
+        elif cols == hw and sh == sw == 1:
             def read(b, ch, p):
                 return x[b, ch, p // width, p % width]
         else:
@@ -163,6 +219,9 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     if order not in (1, 2):
         raise ValueError(f"pointwise order must be 1 (channel blocks outside) or 2 (pixel tiles outside), got {order}")
     block_n = int(params.get("block_n", 1))
+    if int(params.get("panel", 1)) not in (1, 2) or (int(params.get("panel", 1)) == 2 and order != 2):
+        raise ValueError(f"pointwise panel must be 1 (the input where it lies) or 2 (packed by each task; "
+                         f"order 2 only), got panel={params.get('panel')} with order={order}")
     block_k = int(params.get("block_k", extent(sch, rc)))  # input channels a K block (all: no K blocks)
     inner = [rc]
     block_m = int(params.get("block_m", 1))
@@ -183,6 +242,11 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     else:
         lead, at = [n, jo, ko], ko
     sch.reorder(*lead, *inner, ki, jv, jl)
+    panel = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("pw_in")), None)
+    packed_at = None
+    if panel is not None and int(params.get("panel", 1)) == 2:
+        packed_at = lead[1]
+        sch.compute_at(panel, packed_at)
     sch.reverse_compute_at(local, at)
     if tail is not local and not place_at(sch, tail, at):
         tail = local
@@ -194,7 +258,7 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     sch.unroll(ki)
     sch.unroll(jv)
     sch.vectorize(jl)
-    outer = sch.fuse(*lead[:2] if len(lead) == 5 else lead[:3])
+    outer = sch.fuse(*lead[:2] if len(lead) == 5 or packed_at is not None else lead[:3])
     sch.parallel(outer)
     sch.decompose_reduction(block, rc)
     for b in sch.get_child_blocks(outer):
@@ -202,7 +266,11 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
             sch.vectorize(sch.get_loops(b)[-1])
     done = blocks_under(sch, outer)
     panel = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("pw_in")), None)
-    if panel is not None:  # the gathered input: its own parallel stage, vectorized along the pixels
+    if packed_at is not None:
+        p_ = sch.get_loops(panel)[-1]
+        sch.vectorize(p_)
+        done.add(sch.get(panel).name_hint)
+    elif panel is not None:  # the gathered input: its own parallel stage, vectorized along the pixels
         b_, c_, p_ = sch.get_loops(panel)
         sch.parallel(sch.fuse(b_, c_))
         if extent(sch, p_) % v == 0:
@@ -226,13 +294,13 @@ def epilogue_of_flat(sch, block, width: int):
 
 def pw_grid(op, target, defaults) -> list[dict]:
     v, c = lanes(target), op.operands[1].type.shape[1]
-    grid = [{**defaults, "tile_m": tm, "tile_n": tn, "order": order}
-            for tn in (2 * v, v) for tm in (defaults["tile_m"], 4) for order in (1, 2)]
+    grid = [{**defaults, "tile_m": tm, "tile_n": tn, "order": order, "panel": panel}
+            for tn in (2 * v, v) for tm in (defaults["tile_m"], 4) for order, panel in ((1, 1), (2, 1), (2, 2))]
     # K blocks of 256 input channels, four row tiles a task (cache blocking)
-    return grid + ([{**defaults, "order": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
+    return grid + ([{**defaults, "order": 1, "panel": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
 
 
 
 register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",
-              pw_applies, pw_defaults, pw_apply, pw_packings, lower=pw_lower, grid=pw_grid,
+              pw_applies, pw_defaults, pw_apply, pw_packings, profitable=pw_profitable, lower=pw_lower, grid=pw_grid,
               packed_by=("tile_m",), stage_16bit=(1,)))

@@ -109,6 +109,21 @@ def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
     assert art.kernels[0]["schedule"] == rule
 
 
+@pytest.mark.parametrize("stride,pads,hw", [(1, [1, 1, 1, 1], 20), (2, [1, 1, 1, 1], 37), (2, [0, 1, 2, 0], 36)])
+def test_conv2d_rows_outside_pad_their_own_rows(stride, pads, hw):
+    """With ``order`` 2 (output rows outside) each task pads the input rows
+    its row reads, inside the task, instead of a stage that pads the whole
+    input first: strided, odd and uneven pads against onnxruntime; two
+    images, so that there are rows enough for 8 cores (4 a core)."""
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
+                                     pads=pads), helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", [2, 8, hw, hw])], ["out"], {"w": _w(32, 8, 3, 3), "b": _w(32)})
+    name = _check(model, schedules=None).kernels[0]["name"]
+    art = _check(model, schedules={name: {"rule": "conv2d", "params": {"order": 2}}})
+    assert art.kernels[0]["schedule"] == "conv2d"
+    assert art.kernels[0]["schedule_params"]["nn.conv#0"]["order"] == 2
+
+
 def _pointwise(c, k, hw, stride=1):
     return _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1], strides=[stride, stride]),
                    helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],

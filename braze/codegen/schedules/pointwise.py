@@ -44,15 +44,17 @@ PANEL_MIN_CHANNELS = 64
 def pw_profitable(op, kernel, target) -> bool:
     """Whether the 1x1 conv is better as a GEMM along the pixels than
     vectorized over output channels (``conv2d``): not when its pixel tiles
-    are more than 10% padding (a 7x7 or 14x14 map in 32-pixel tiles) and
-    conv2d's register tile, which pads nothing, holds more accumulators.
+    are more than 10% padding (a 7x7 or 14x14 map in 32-pixel tiles),
+    the stride is 1 and conv2d's register tile, which pads nothing, holds
+    more accumulators. (A strided one keeps its gathered input: conv2d ran
+    ResNet-50's stride-2 shortcuts 1.2x slower in the model.)
     (AVX-512, resnet50's 1x1 convs on 14x14 and 7x7 maps: conv2d 1.1-1.4x
     faster; AVX2's 16 registers give conv2d the smaller tile, and pointwise
     stays.)"""
     params = pw_defaults(op, kernel, target)
     hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
     cols = -(-hw // params["tile_n"]) * params["tile_n"]
-    if cols * 10 <= hw * 11:
+    if cols * 10 <= hw * 11 or not _stride_one(op):
         return True
     other = conv_defaults(op, kernel, target)
     if other is None:
@@ -60,6 +62,10 @@ def pw_profitable(op, kernel, target) -> bool:
     v = lanes(target)
     # accumulators doing useful work: pointwise's less its padding
     return max(1, other["tile_k"] // v) * other["tile_w"] * cols <= params["tile_m"] * (params["tile_n"] // v) * hw
+
+
+def _stride_one(op) -> bool:
+    return all(int(x) == 1 for x in lookup(op.name).normalize_attrs(op.attributes)["strides"])
 
 
 def pw_defaults(op, kernel, target) -> dict | None:
@@ -95,8 +101,7 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # 1x1 convs keep their gathered input stage (in the model, packing per
     # task ran 1.2x slower there)
     many = tiles >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
-    stride_one = all(int(x) == 1 for x in lookup(op.name).normalize_attrs(op.attributes)["strides"])
-    packs = many and stride_one and c > PANEL_MIN_CHANNELS
+    packs = many and _stride_one(op) and c > PANEL_MIN_CHANNELS
     order = 2 if packs or k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
     # order 2 walks blocks of pixel tiles (up to 512 pixels): longer runs
     # of each output row than one tile gives, for the prefetcher

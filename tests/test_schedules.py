@@ -124,6 +124,29 @@ def test_conv2d_rows_outside_pad_their_own_rows(stride, pads, hw):
     assert art.kernels[0]["schedule_params"]["nn.conv#0"]["order"] == 2
 
 
+@pytest.mark.parametrize("c,k,hw,kernel", [(96, 64, 7, 3), (128, 32, 14, 3), (80, 96, 7, 1)])
+def test_conv2d_k_blocks_on_small_maps(c, k, hw, kernel):
+    """On a map whose output channel block fits in L1, an order-1 conv2d
+    takes its input channels in K blocks (``block_c``, at most BLOCK_C): a
+    task is a channel block, each K block passing over all its rows;
+    numerics against onnxruntime with a residual, and pinned blocks of 16."""
+    from braze.codegen.schedules.conv import BLOCK_C
+    from braze.codegen.schedules.rule import divisor_at_most
+
+    model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
+                                     pads=[kernel // 2] * 4),
+                    helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
+                   [("x", [1, c, hw, hw]), ("r", [1, k, hw, hw])], ["out"],
+                   {"w": _w(k, c, kernel, kernel), "b": _w(k)})
+    art = _check(model, schedules={"k0": {"rule": "conv2d"}})  # weights larger than the input: order 1
+    params = art.kernels[0]["schedule_params"]["nn.conv#0"]
+    assert params["order"] == 1
+    fits = params["tile_k"] * hw * hw * 4 <= _target().l1d_bytes
+    assert params["block_c"] == (divisor_at_most(c, BLOCK_C) if fits else c)
+    pinned = _check(model, schedules={"k0": {"rule": "conv2d", "params": {"order": 1, "block_c": 16}}})
+    assert pinned.kernels[0]["schedule_params"]["nn.conv#0"]["block_c"] == 16
+
+
 def _pointwise(c, k, hw, stride=1):
     return _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1], strides=[stride, stride]),
                    helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],

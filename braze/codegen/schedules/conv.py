@@ -162,39 +162,33 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
         raise ValueError(f"conv2d order must be 1 (channel blocks outside) or 2 (rows outside), got {order}")
     first, second = (ko, h) if order == 1 else (h, ko)
     block_c = int(params.get("block_c", extent(sch, rc)))
+    rows_pad = False
     if order == 1 and extent(sch, rc) % block_c == 0 and extent(sch, rc) > block_c:
         # K blocks: a task is a whole channel block, its output (all rows) in
         # a local buffer; each block of block_c input channels passes over
         # every row before the next one starts (see conv_defaults)
-        rco, rci = sch.split(rc, [None, block_c])
-        sch.reorder(n, ko, rco, h, wo, rci, rh, rw, wi, kv, kl)
-        _tile_epilogue(sch, block, ko, v, channels_last=True)
-        sch.unroll(wi)
-        sch.unroll(kv)
-        sch.vectorize(kl)
-        outer = sch.fuse(n, ko)
-        sch.parallel(outer)
-        sch.decompose_reduction(block, rco)
-        for b in sch.get_child_blocks(outer):
-            if sch.get(b).name_hint.endswith("_init"):
-                sch.vectorize(sch.get_loops(b)[-1])
-        return blocks_under(sch, outer)
-    sch.reorder(n, first, second, wo, rc, rh, rw, wi, kv, kl)
-    # with rows outside (order 2), each task pads the input rows its output
-    # row reads, while they are in cache, rather than a stage of its own
-    # writing the whole padded input first (in the model, where that input
-    # arrives cold, ResNet-50's stride-2 3x3 conv on 56x56 ran 1.3x faster);
-    # the tasks are then rows, enough of them to spread over the cores
-    pad = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("conv_pad")), None)
-    rows_pad = pad is not None and order == 2 and \
-        extent(sch, n) * extent(sch, h) >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
-    if rows_pad:
-        sch.compute_at(pad, h)
-    _tile_epilogue(sch, block, wo, v, channels_last=True)
+        reduce_at, rci = sch.split(rc, [None, block_c])
+        sch.reorder(n, ko, reduce_at, h, wo, rci, rh, rw, wi, kv, kl)
+        tile_at, lead = ko, (n, ko)
+    else:
+        reduce_at = rc
+        sch.reorder(n, first, second, wo, rc, rh, rw, wi, kv, kl)
+        # with rows outside (order 2), each task pads the input rows its output
+        # row reads, while they are in cache, rather than a stage of its own
+        # writing the whole padded input first (in the model, where that input
+        # arrives cold, ResNet-50's stride-2 3x3 conv on 56x56 ran 1.3x faster);
+        # the tasks are then rows, enough of them to spread over the cores
+        pad = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("conv_pad")), None)
+        rows_pad = pad is not None and order == 2 and \
+            extent(sch, n) * extent(sch, h) >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
+        if rows_pad:
+            sch.compute_at(pad, h)
+        tile_at, lead = wo, ((n, first) if rows_pad else (n, first, second))
+    _tile_epilogue(sch, block, tile_at, v, channels_last=True)
     sch.unroll(wi)
     sch.unroll(kv)
     sch.vectorize(kl)
-    outer = sch.fuse(n, first) if rows_pad else sch.fuse(n, first, second)
+    outer = sch.fuse(*lead)
     sch.parallel(outer)
     if rows_pad:
         last = sch.get_loops(pad)[-1]
@@ -202,7 +196,7 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
             sch.vectorize(sch.split(last, [None, v])[1])
         else:
             sch.vectorize(last)
-    sch.decompose_reduction(block, rc)
+    sch.decompose_reduction(block, reduce_at)
     for b in sch.get_child_blocks(outer):
         if sch.get(b).name_hint.endswith("_init"):
             sch.vectorize(sch.get_loops(b)[-1])

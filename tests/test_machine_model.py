@@ -87,10 +87,11 @@ def test_accumulator_budget():
     assert pick_tile([(8, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency (4 x 2 units)
 
 
-@pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16}), (AVX512, {"tile_m": 8, "tile_n": 32})])
+@pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16, "unroll_k": 4}),
+                                          (AVX512, {"tile_m": 8, "tile_n": 32, "unroll_k": 4})])
 def test_gemm_tile_fits_the_registers(isa, expected):
     """bert-base's FFN matmul: 6x16 on AVX2 (12 accumulators, 2 B vectors, a
-    broadcast), 8x32 on AVX-512."""
+    broadcast), 8x32 on AVX-512; 4 k steps a loop body on both."""
     target = _target(*isa)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [128, 768])], ["out"],
                    {"w": _w(768, 3072)})

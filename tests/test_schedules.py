@@ -77,6 +77,19 @@ def test_gemm_edges_with_epilogue(m, k, n):
     assert art.kernels[0]["schedule"] == "gemm"
 
 
+@pytest.mark.parametrize("k,steps", [(64, 4), (18, 2), (7, 1)])
+def test_gemm_unrolls_k_steps_that_divide_it(k, steps):
+    """The micro-kernel's loop body holds ``unroll_k`` k steps: 4 where they
+    divide k, else 2, else 1; numerics, and a pinned 1."""
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", [1, 12, k])], ["out"], {"w": _w(k, 32)})
+    art = _check(model)
+    assert art.kernels[0]["schedule"] == "gemm"
+    assert art.kernels[0]["schedule_params"]["nn.matmul#0"]["unroll_k"] == steps
+    one = _check(model, schedules={"k0": {"rule": "gemm", "params": {"unroll_k": 1}}})
+    assert one.kernels[0]["schedule_params"]["nn.matmul#0"]["unroll_k"] == 1
+
+
 @pytest.mark.parametrize("n", [32, 19])
 def test_batched_gemm_of_two_activations(n):
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("Softmax", ["y"], ["out"],

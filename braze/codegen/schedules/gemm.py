@@ -42,9 +42,9 @@ def _rows(target, tile_n: int, v: int) -> int:
 
 
 #: k steps the micro-kernel's loop body holds (``unroll_k``): measured on an
-#: Intel Xeon (2 threads, bert-base's matmuls), 4 steps ran 1.05-1.09x
-#: faster than one with AVX-512 and 1.04-1.14x with an AVX2 build (8: 2%
-#: more with AVX-512, noise with AVX2). One step a body spends a loop's
+#: Intel Xeon (2 threads, bert-base's matmuls, two runs each), 4 steps ran
+#: 1.08-1.12x faster than one with AVX-512 (1.24 once) and 1.00-1.14x with
+#: an AVX2 build (8: 2% more with AVX-512, noise with AVX2). One step a body spends a loop's
 #: bookkeeping on every 16 FMAs.
 UNROLL_K = 4
 

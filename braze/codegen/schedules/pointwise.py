@@ -270,7 +270,6 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
         if sch.get(b).name_hint.endswith("_init"):
             sch.vectorize(sch.get_loops(b)[-1])
     done = blocks_under(sch, outer)
-    panel = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("pw_in")), None)
     if packed_at is not None:
         p_ = sch.get_loops(panel)[-1]
         sch.vectorize(p_)

@@ -406,6 +406,52 @@ def test_depthwise_rows_are_vectorized_one_register_at_a_time(hw, stride):
     assert "T.vectorized(32)" not in script or lanes(target) == 32
 
 
+def _lowered(model, kernel_name="k0", pins=None) -> str:
+    """The kernel's TIR as TVM hands it to LLVM (after its vectorize pass):
+    a loop TVM could not vectorize is left with a ``_s`` (scalarized) var."""
+    import tvm
+
+    from braze.codegen.kernel import partition
+    from braze.codegen.target import tvm_target
+    from braze.tools.experiment import find_kernel
+    from braze.tools.isolate import build_alone
+    from braze.tools.listing import fused
+
+    target = _target()
+    kernel = find_kernel(partition(fused(model).main), kernel_name)
+    func, fallback = build_alone(kernel, target, pins or {})
+    assert not fallback, fallback
+    seen = []
+
+    @tvm.instrument.pass_instrument
+    class AfterVectorize:
+        def run_after_pass(self, mod, info):
+            if info.name.endswith("RemoveNoOp") and not seen:
+                seen.append(mod.script())
+
+    with tvm.transform.PassContext(opt_level=3, instruments=[AfterVectorize()]):
+        tvm.compile(tvm.IRModule({kernel.name: func}), target=tvm_target(target))
+    return seen[0]
+
+
+@pytest.mark.parametrize("c,k,hw,stride", [(16, 32, 56, 2), (8, 32, 40, 1)])
+def test_conv_rows_are_padded_in_vectors(c, k, hw, stride):
+    """conv2d with rows outside (order 2) pads each task's input rows as a
+    fill and a copy, each vectorized: one guarded copy
+    (``if_then_else(inside, x[...], 0)``) would leave TVM's vectorizer a
+    scalar loop (a ``_s`` loop var)."""
+    import re
+
+    model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
+                                     pads=[1, 1, 1, 1]), helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(k, c, 3, 3)})
+    art = _check(model, schedules={"k0": {"rule": "conv2d", "params": {"order": 2}}})
+    assert art.kernels[0]["schedule"] == "conv2d"
+    script = _lowered(model, pins={"rule": "conv2d", "params": {"order": 2}})
+    assert "conv_pad" in script and "T.Broadcast(T.float32(0.0)" in script  # the fill, in vectors
+    assert not re.search(r"for [\w, ]*_s\b", script), script
+
+
 @pytest.mark.parametrize("axis", [1, 2, -1])
 def test_softmax_and_reductions_along_each_axis(axis):
     model = _model([helper.make_node("Softmax", ["x"], ["s"], axis=axis),

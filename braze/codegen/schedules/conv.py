@@ -22,7 +22,7 @@ from tvm import te
 from ...ir.registry import lookup
 from ..kernel import Packing
 from .rule import FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
-from .tir import blocks_under, epilogue_of, extent, place_at
+from .tir import blocks_under, epilogue_of, extent, place_at, vectorize_padding
 
 
 def _group(op) -> int:
@@ -163,7 +163,7 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
         raise ValueError(f"conv2d order must be 1 (channel blocks outside) or 2 (rows outside), got {order}")
     first, second = (ko, h) if order == 1 else (h, ko)
     block_c = int(params.get("block_c", extent(sch, rc)))
-    rows_pad = False
+    rows_pad = split_pad = False
     if order == 1 and extent(sch, rc) % block_c == 0 and extent(sch, rc) > block_c:
         # K blocks: a task is a whole channel block, its output (all rows) in
         # a local buffer; each block of block_c input channels passes over
@@ -184,6 +184,12 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
             extent(sch, n) * extent(sch, h) >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
         if rows_pad:
             sch.compute_at(pad, h)
+            loops = sch.get_loops(pad)
+            below_h = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(h))) + 1
+            # a fill and a copy of the rows, each in vectors, rather than one
+            # guarded copy (YOLOv8n's 3x3 convs on 320x320 and 80x80 maps ran
+            # 1.1-1.17x faster alone on AVX-512; resnet50's were even)
+            split_pad = vectorize_padding(sch, pad, loops[below_h])
         tile_at, lead = wo, ((n, first) if rows_pad else (n, first, second))
     _tile_epilogue(sch, block, tile_at, v, channels_last=True)
     sch.unroll(wi)
@@ -191,7 +197,7 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
     sch.vectorize(kl)
     outer = sch.fuse(*lead)
     sch.parallel(outer)
-    if rows_pad:
+    if rows_pad and not split_pad:
         last = sch.get_loops(pad)[-1]
         if extent(sch, last) > v:
             sch.vectorize(sch.split(last, [None, v])[1])

@@ -18,6 +18,30 @@ def extent(sch: Schedule, loop) -> int:
     return int(sch.get(loop).extent)
 
 
+def vectorize_padding(sch: Schedule, block, at) -> bool:
+    """A padding stage (``if_then_else(inside, x[...], 0)``) split at loop
+    ``at`` into a fill of the pad value and a copy of the in-bound region,
+    each vectorized along its innermost loop. Left whole, the guarded load
+    is not vectorized by TVM (it becomes a scalar loop, each lane behind a
+    branch, which LLVM vectorizes with masked loads or not at all). False
+    when the stage is not such a pattern (it is then left as it was), and
+    for a bfloat16 stage: TVM's bfloat16 legalization cannot store the
+    fill's vectors."""
+    if write_dtype(sch, block) == "bfloat16":
+        return False
+    try:
+        if not sch.can_decompose_padding(block, at):
+            return False
+        fill = sch.decompose_padding(block, at)
+    except s_tir.ScheduleError:
+        return False
+    for b in (fill, block):
+        last = sch.get_loops(b)[-1]
+        if extent(sch, last) > 1:
+            sch.vectorize(last)
+    return True
+
+
 def is_spatial(sch: Schedule, block) -> bool:
     return all(iv.iter_type == DATA_PAR for iv in sch.get(block).iter_vars)
 

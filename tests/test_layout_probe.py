@@ -1,0 +1,23 @@
+"""benchmarks/layout_probe.py on a small shape: both kernels build, run and
+match numpy (the probe that docs/performance.md quotes)."""
+
+import importlib.util
+import os
+import re
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _probe():
+    spec = importlib.util.spec_from_file_location("layout_probe", os.path.join(ROOT, "benchmarks", "layout_probe.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_layout_probe_runs_both_layouts(capsys):
+    _probe().main(["--shapes", "32x32x8", "--threads", "1"])
+    out = capsys.readouterr().out
+    errors = [float(e) for e in re.findall(r"err ([0-9.e+-]+)", out)]
+    assert "NCHW" in out and "braze NCHW" in out, out
+    assert len(errors) >= 2 and max(errors) < 1e-5, out

@@ -62,15 +62,16 @@ def nchwc_kernel(c: int, k: int, pixels: int, v: int, tile_p: int, tile_kv: int,
     outer = sch.fuse(kbo, po)
     sch.parallel(outer)
     sch.decompose_reduction(block, cbl)
-    for b in sch.get_child_blocks(outer):
-        if sch.get(b).name_hint.endswith("_init") or sch.get(b).name_hint.startswith("relu"):
+    for b in sch.get_child_blocks(outer):  # the accumulators' init and their write-back (with the relu)
+        if sch.get(b).name_hint.endswith(("_init", "_local")):
             sch.vectorize(sch.get_loops(b)[-1])
     return tvm.compile(sch.mod, target=target).jit()["main"]
 
 
 def braze_kernel(c: int, k: int, h: int, target, path: str):
-    """braze's kernel for Conv(1x1) + Relu on [1, C, H, H], as a compile
-    would build it: (function, args, schedule, params)."""
+    """braze's kernel for Conv(1x1) + Relu on [1, C, H, H], built as a
+    compile would build it, and run once: (library, kernel name, args,
+    schedule, params, max error against numpy)."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 

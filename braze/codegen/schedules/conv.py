@@ -187,8 +187,9 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
             loops = sch.get_loops(pad)
             below_h = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(h))) + 1
             # a fill and a copy of the rows, each in vectors, rather than one
-            # guarded copy (YOLOv8n's 3x3 convs on 320x320 and 80x80 maps ran
-            # 1.1-1.17x faster alone on AVX-512; resnet50's were even)
+            # guarded copy (YOLOv8n's stride-2 3x3 convs on 320x320 and
+            # 160x160 inputs ran 1.09-1.17x faster alone on AVX-512;
+            # ResNet-50's were even)
             split_pad = vectorize_padding(sch, pad, loops[below_h])
         tile_at, lead = wo, ((n, first) if rows_pad else (n, first, second))
     _tile_epilogue(sch, block, tile_at, v, channels_last=True)

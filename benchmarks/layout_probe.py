@@ -76,7 +76,7 @@ def braze_kernel(c: int, k: int, h: int, target, path: str):
     from onnx import TensorProto, helper, numpy_helper
 
     from braze.tools.experiment import find_kernel, fused, partition
-    from braze.tools.isolate import _args, build_alone, compile_alone, kernel_inputs
+    from braze.tools.isolate import build_alone, compile_alone, kernel_args, kernel_inputs
 
     weight = numpy_helper.from_array(np.random.default_rng(1).standard_normal((k, c, 1, 1)).astype(np.float32), "w")
     graph = helper.make_graph(
@@ -93,7 +93,7 @@ def braze_kernel(c: int, k: int, h: int, target, path: str):
         raise SystemExit(f"braze's kernel fell back: {fallback}")
     lib = compile_alone(kernel, func, target)
     arrays = kernel_inputs(module, kernel, 0)
-    args = _args(kernel, arrays, dict(kernel.packings))
+    args = kernel_args(kernel, arrays, dict(kernel.packings))
     lib[kernel.name](*args)
     expected = np.maximum(np.einsum("kc,cp->kp", np.asarray(arrays[1]).reshape(k, c),
                                     arrays[0].reshape(c, h * h)), 0).reshape(1, k, h, h)

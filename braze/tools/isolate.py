@@ -76,7 +76,9 @@ def kernel_inputs(module, kernel: Kernel, seed: int) -> list[np.ndarray]:
     return arrays
 
 
-def _args(kernel: Kernel, arrays, packings) -> list:
+def kernel_args(kernel: Kernel, arrays, packings) -> list:
+    """The kernel's call arguments: its inputs (constants packed as
+    ``packings`` says) as TVM tensors, then fresh output buffers."""
     import tvm
 
     ins = [np.ascontiguousarray(packings[i].pack(a)) if i in packings else a for i, a in enumerate(arrays)]
@@ -85,7 +87,7 @@ def _args(kernel: Kernel, arrays, packings) -> list:
 
 
 def call(lib, kernel: Kernel, arrays, packings) -> list[np.ndarray]:
-    args = _args(kernel, arrays, packings)
+    args = kernel_args(kernel, arrays, packings)
     lib[kernel.name](*args)
     return [a.numpy() for a in args[len(arrays):]]
 
@@ -95,7 +97,7 @@ def timer(lib, kernel: Kernel, arrays, packings):
     calls as fill MIN_REPEAT_MS)."""
     import tvm
 
-    args = _args(kernel, arrays, packings)
+    args = kernel_args(kernel, arrays, packings)
     evaluate = lib.time_evaluator(kernel.name, tvm.cpu(), number=1, repeat=1, min_repeat_ms=MIN_REPEAT_MS)
     lib[kernel.name](*args)  # warm-up
     return lambda: evaluate(*args).mean * 1e3

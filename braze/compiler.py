@@ -34,7 +34,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
             progress=None, cache_dir: str | None = None, schedules: dict | None = None,
             tuning_db: str | None = None, dynamic_batch=None, dynamic_dims=None, gears=None,
             pad_batch: bool = False, precision_mode: str | None = None, modify_mixlist=None, keep_dtype=None,
-            **controls) -> Artifact:
+            layout: str = "blocked", **controls) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
@@ -65,12 +65,17 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     (a path, or a dict) moving ONNX op types between the white, black and
     gray lists; ``keep_dtype`` a file of node names or ``OpType::X`` lines
     (or a list of them) that keep float32.
+
+    ``layout`` (docs/passes.md, "layout"): ``blocked`` (the default) gives
+    conv chains the blocked channel layout (NCHWc) on CPU targets at levels
+    1-3; ``plain`` keeps every tensor in the model's own layout.
     """
     from .frontend import import_onnx
 
     if controls:
         fusion = _with_controls(fusion, controls)
     precision = precision_options(precision_mode, modify_mixlist, keep_dtype)
+    check_layout(layout)
 
     started = time.perf_counter()
     say = progress or _quiet
@@ -82,7 +87,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
             raise DynamicShapeError("--pad-batch pads up to a larger gear: give the gears with --dynamic-batch")
         module = import_onnx(model, input_shapes)
         return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
-                              started, schedules, tuning_db, precision)
+                              started, schedules, tuning_db, precision, layout)
     from .errors import DynamicShapeError
     from .frontend.gears import gear_shapes, parse_gears
     from .frontend.importer import load_model
@@ -94,7 +99,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     modules = [(g, import_onnx(proto, gear_shapes(proto, g))) for g in found]
     axes = _pad_batch_axes(proto, found, dynamic_batch) if pad_batch else None
     artifact = _compile(modules, target, level, fusion, threads, progress, cache_dir, _model_name(model), started,
-                        schedules, tuning_db, precision)
+                        schedules, tuning_db, precision, layout)
     if axes is not None:
         artifact.manifest["pad_batch"] = {"output_axes": axes}
     return artifact
@@ -174,20 +179,54 @@ def precision_record(pm: PassManager, target) -> dict:
             "mixlist": bool(found and found.mixlist), "keep": list(found.keep) if found else []}
 
 
-def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = None) -> PassManager:
+#: the values of ``compile(layout=...)`` and ``--layout``
+LAYOUTS = ("blocked", "plain")
+
+
+def check_layout(layout: str) -> None:
+    if layout not in LAYOUTS:
+        from .errors import PassError
+
+        raise PassError(f"layout must be one of {', '.join(LAYOUTS)}, got {layout!r}")
+
+
+def layout_block(target=None) -> int | None:
+    """The channel block of the layout pass on ``target`` (a Target; None:
+    the host CPU): its float32 vector lanes, at least 4; None where the
+    pass does not run (GPU and Ascend-like targets)."""
+    if target is not None and target.family != "cpu":
+        return None
+    if target is None:
+        from .targets.detect import vector_bits
+
+        bits = vector_bits()
+    else:
+        bits = target.vector_bits
+    return max(4, bits // 32)
+
+
+def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = None,
+             layout: str = "blocked") -> PassManager:
     """The passes a compile runs: canonicalize, cse, dce, precision (unless
-    the mode is the model's own dtypes), then fuse (level > 0). An
-    Ascend-like ``target`` (a Target) bounds each group's working tile by its
-    unified buffer unless ``fusion`` sets ``tile_limit``, and gives the
-    default precision mode."""
+    the mode is the model's own dtypes), layout (``blocked``, on a CPU
+    target, level > 0), then fuse (level > 0). An Ascend-like ``target`` (a
+    Target) bounds each group's working tile by its unified buffer unless
+    ``fusion`` sets ``tile_limit``, and gives the default precision mode.
+    ``target`` None is the host CPU."""
     from .passes.fusion import Fuse, FusionOptions
+    from .passes.layout import Layout
     from .passes.precision import MODES, Precision
+
+    check_layout(layout)
 
     pm = PassManager.parse(PREPARE)
     precision = dict(precision or {})
     mode = precision.get("mode") or default_precision_mode(target)
     if MODES[mode][0] != "origin":
         pm.passes.append(Precision(mode, precision.get("mixlist") or "", tuple(precision.get("keep") or ())))
+    block = layout_block(target)
+    if level > 0 and layout == "blocked" and block is not None:
+        pm.passes.append(Layout(block=block))
     if level > 0:
         options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(FusionOptions)}
@@ -217,7 +256,8 @@ def _fusion_options(values: dict):
     return FusionOptions(**values)
 
 
-def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None, precision: dict | None = None):
+def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None, precision: dict | None = None,
+              layout: str = "blocked"):
     """Import and fuse without building: (module, FusionReport). What
     ``braze explain`` shows; needs no TVM for the default target. An
     Ascend-like ``target`` limits fusion and adds each kernel's estimated
@@ -227,7 +267,7 @@ def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None
 
     tgt = None if target in (None, "cpu") else get_target(target)
     module = import_onnx(model, input_shapes)
-    pipeline(level, fusion, tgt, precision).run(module)
+    pipeline(level, fusion, tgt, precision, layout).run(module)
     report = module.fusion_report
     if report is None:  # level 0: nothing fused
         from .passes.fusion.fuse import count_ops
@@ -252,15 +292,15 @@ def _estimate(module, target):
 def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: int | None = None, progress=None,
                    cache_dir: str | None = None, name: str = "model", started: float | None = None,
                    schedules: dict | None = None, tuning_db: str | None = None,
-                   precision: dict | None = None) -> Artifact:
+                   precision: dict | None = None, layout: str = "blocked") -> Artifact:
     """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text);
-    ``precision``: ``precision_options(...)``."""
+    ``precision``: ``precision_options(...)``; ``layout`` as ``compile``'s."""
     return _compile([(None, module)], target, level, fusion, threads, progress, cache_dir, name, started,
-                    schedules, tuning_db, precision)
+                    schedules, tuning_db, precision, layout)
 
 
 def _compile(modules, target, level, fusion, threads, progress, cache_dir, name, started, schedules,
-             tuning_db, precision=None) -> Artifact:
+             tuning_db, precision=None, layout: str = "blocked") -> Artifact:
     """``modules``: ``[(gear or None, Module), ...]``, one Relax function each
     (``main`` for the first; ``gear<i>`` for the others)."""
     from .codegen.build import build_gears
@@ -272,7 +312,7 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
     tgt = get_target(target, threads)
     tuned = _tuning_database(tuning_db, tgt)
     for gear, module in modules:
-        pm = pipeline(level, fusion, tgt, precision)
+        pm = pipeline(level, fusion, tgt, precision, layout)
         say(f"running {pm}" + (f" on gear {gear.name}" if gear else ""))
         pm.run(module)
     module = modules[0][1]
@@ -322,6 +362,7 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
         "threads": threads,
         "level": level,
         "pipeline": str(pm),
+        "layout": layout,
         **_signature(func),
         "precision": precision_record(pm, tgt),
         "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule,

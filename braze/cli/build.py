@@ -9,7 +9,8 @@ import sys
 from .. import interrupts
 from ..errors import InputError
 from .common import (Command, _progress, _write_text, atomic, build_options, compile_from_args, compile_options,
-                     fusion_from_args, gear_bindings, gear_options, positive_int, precision_from_args)
+                     fusion_from_args, gear_bindings, gear_options, layout_from_args, positive_int,
+                     precision_from_args)
 
 
 def cmd_compile(args) -> int:
@@ -55,7 +56,7 @@ def cmd_explain(args) -> int:
         if args.dot or args.html:
             raise InputError("--dot and --html draw one shape: give it with --input-shape")
         reports = {name: fuse_only(args.model, args.level, fusion_from_args(args), shapes, args.target,
-                                   precision_from_args(args))[1]
+                                   precision_from_args(args), layout_from_args(args))[1]
                    for name, shapes in bindings}
         if args.json:
             print(json.dumps({"gears": {n: r.to_dict() for n, r in reports.items()}}, indent=2))
@@ -63,7 +64,7 @@ def cmd_explain(args) -> int:
             print("\n\n".join(f"gear {n}\n{r.table()}" for n, r in reports.items()))
         return 0
     module, report = fuse_only(args.model, args.level, fusion_from_args(args), bindings[0][1], args.target,
-                               precision_from_args(args))
+                               precision_from_args(args), layout_from_args(args))
     if args.dot or args.html:
         from ..passes.fusion import draw
 
@@ -92,7 +93,7 @@ def cmd_kernels(args) -> int:
     listings = {}
     for name, shapes in gear_bindings(args):
         found = kernels(args.model, args.level, fusion_from_args(args), shapes, args.target, args.threads,
-                        precision_from_args(args))
+                        precision_from_args(args), layout_from_args(args))
         if args.sort != "order":
             found = sorted(found, key=lambda k: -getattr(k, args.sort))
         listings[name] = found
@@ -130,7 +131,7 @@ def cmd_schedule(args) -> int:
                                   fusion=fusion_from_args(args), input_shapes=args.input_shape,
                                   target=args.target, threads=args.threads, repeat=args.repeat,
                                   tolerance=_schedule_tolerance(args), progress=_progress(not args.quiet),
-                                  precision=precision_from_args(args))
+                                  precision=precision_from_args(args), layout=layout_from_args(args))
     if args.pin and experiment.fastest:
         write_pins(args.pin, experiment.pins())
     if args.json:
@@ -185,7 +186,8 @@ def cmd_tune(args) -> int:
         report = tune(args.model, args.db, level=args.level, trials=args.trials, kernels=kernels,
                       everything=args.all, fusion=fusion_from_args(args), input_shapes=args.input_shape,
                       target=args.target, threads=args.threads, progress=lambda p: say(p.line()), say=say,
-                      rpc=args.rpc, key=args.key, builders=args.builders, resume=args.resume)
+                      rpc=args.rpc, key=args.key, builders=args.builders, resume=args.resume,
+                      layout=layout_from_args(args))
     except KeyboardInterrupt:
         print(f"interrupted: the trials measured so far are kept in {args.db}; "
               "the same command resumes", file=sys.stderr)

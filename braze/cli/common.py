@@ -126,7 +126,12 @@ def compile_from_args(args):
                          pad_batch=bool(getattr(args, "pad_batch", False)),
                          precision_mode=getattr(args, "precision_mode", None),
                          modify_mixlist=getattr(args, "modify_mixlist", None),
-                         keep_dtype=getattr(args, "keep_dtype", None))
+                         keep_dtype=getattr(args, "keep_dtype", None), layout=layout_from_args(args))
+
+
+def layout_from_args(args) -> str:
+    """--layout (compiler.LAYOUTS), blocked when the command has no such option."""
+    return getattr(args, "layout", None) or "blocked"
 
 
 def schedules_from_args(args) -> dict | None:
@@ -211,6 +216,9 @@ def compile_options(s, default_level=2, model_help="ONNX file", model_optional=F
                    help="bind a graph input's shape (repeatable)")
     s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
+    s.add_argument("--layout", choices=("blocked", "plain"), default="blocked",
+                   help="blocked (default): conv chains in the blocked channel layout (NCHWc) on CPU targets at "
+                        "levels 1-3; plain: every tensor in the model's own layout (docs/passes.md, \"layout\")")
     p = s.add_argument_group("precision (docs/usage.md, \"Precision modes\")")
     p.add_argument("--precision-mode", metavar="MODE",
                    help="ATC's modes: allow_mix_precision (fp16), allow_mix_precision_bf16, force_fp16, "

@@ -10,7 +10,7 @@ from collections import Counter
 from ..errors import BrazeError, InputError, first_line
 from ..version import __version__
 from .common import (Command, _inputs_for, _progress, atomic, build_options, compile_from_args, demo_model_path,
-                     fusion_from_args, gear_inputs, gear_option, positive_int, precision_from_args,
+                     fusion_from_args, gear_inputs, gear_option, layout_from_args, positive_int, precision_from_args,
                      spin_option)
 from .remote import bench_over_rpc, profile_over_rpc, rpc_options, run_over_rpc, tracker_from_args
 
@@ -112,12 +112,12 @@ def _suggest_keep(args, inputs, tolerance):
         return braze_compile(args.model, target=args.target, level=args.level, fusion=fusion_from_args(args),
                              input_shapes=args.input_shape, threads=args.threads,
                              precision_mode=args.precision_mode, modify_mixlist=args.modify_mixlist,
-                             keep_dtype=keep)
+                             keep_dtype=keep, layout=layout_from_args(args))
 
     def fuse(keep):
         precision = precision_from_args(argparse.Namespace(**options(keep)))
         return fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target,
-                         precision)[0]
+                         precision, layout_from_args(args))[0]
 
     found = suggest_keep(args.model, inputs, run_onnxruntime(args.model, inputs), tolerance, build, fuse,
                          keep=list(read_keep(args.keep_dtype)), target=args.target)
@@ -271,7 +271,8 @@ def _verify_groups(args, inputs):
     from ..tools.precision import precision_groups
 
     precision = precision_from_args(args)
-    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, precision)
+    module, _ = fuse_only(args.model, args.level, fusion_from_args(args), args.input_shape, args.target, precision,
+                          layout_from_args(args))
     if mode_dtype(precision["mode"] or default_precision_mode(get_target(args.target))):
         return precision_groups(module, inputs, args.target)
     return verify_groups(module, inputs, args.target)

@@ -94,8 +94,8 @@ def _through(op: Operation, inputs: list[int | None]) -> list[int | None]:
             refuse("broadcasts along the batch axis")
         return [axis] * len(op.results)
     a = inputs[0]
-    if name in ("nn.conv", "nn.conv_transpose", "nn.max_pool", "nn.avg_pool", "nn.instance_norm", "nn.lrn",
-                "tensor.resize"):
+    if name in ("nn.conv", "nn.conv_blocked", "nn.conv_transpose", "nn.max_pool", "nn.avg_pool",
+                "nn.instance_norm", "nn.lrn", "tensor.resize", "layout.to_blocked", "layout.from_blocked"):
         if any(x is not None for x in inputs[1:]):
             refuse("takes its weights from the batch")
         if a != 0:

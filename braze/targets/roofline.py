@@ -35,7 +35,7 @@ from ..ir.registry import Kind, lookup
 from . import Target
 from .descriptor import NpuSpec
 
-CUBE_OPS = ("nn.conv", "nn.conv_transpose", "nn.matmul")
+CUBE_OPS = ("nn.conv", "nn.conv_blocked", "nn.conv_transpose", "nn.matmul")
 
 #: Vector instructions per element for ops that are not one instruction
 #: (the usual expansion of a composite function); reductions and
@@ -219,6 +219,8 @@ def gemm_shape(op: Operation) -> tuple[int, int, int, int]:
     window = math.prod(w[2:])
     if op.name == "nn.conv":  # out[N, M, *o] = x[N, C, *i] * w[M, C/g, *k]
         return group, out[0] * math.prod(out[2:]), w[0] // group, w[1] * window
+    if op.name == "nn.conv_blocked":  # out[N, M/b, OH, OW, b]: the same GEMM
+        return group, out[0] * out[2] * out[3], w[0] // group, w[1] * window
     # conv_transpose: every input pixel scatters a (M/g) x window patch: w[C, M/g, *k]
     return group, x[0] * math.prod(x[2:]), w[1] * window, x[1] // group
 

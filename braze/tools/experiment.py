@@ -181,7 +181,7 @@ def _fastest_line(best: Result | None) -> str:
 def schedule_variants(model, kernel: str, variants=None, *, count: int = 5, level: int = 2, fusion=None,
                       input_shapes=None, target="cpu", threads: int | None = None, repeat: int = 10,
                       tolerance: float = 1e-4, seed: int = 0, progress=None,
-                      precision: dict | None = None) -> Experiment:
+                      precision: dict | None = None, layout: str = "blocked") -> Experiment:
     """Build kernel ``kernel`` (a name from ``kernels(model)``, or ``kN``) of
     ``model`` alone under each variant and compare them.
 
@@ -191,12 +191,13 @@ def schedule_variants(model, kernel: str, variants=None, *, count: int = 5, leve
     strings, ``Variant``s or schedule functions ``f(sch, kernel, target)``;
     the default schedule is always compared too (first). ``level``,
     ``fusion`` and ``input_shapes`` must be those of the compile the kernel
-    name comes from, and ``precision`` (``{"mode": ...}``) its precision options."""
+    name comes from, and ``precision`` (``{"mode": ...}``) and ``layout`` its
+    precision and layout options."""
     tgt = cpu_target(target, threads)
     if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):
         raise ScheduleError(f"{model}: braze schedule takes the ONNX model (an artifact holds compiled kernels); "
                             "give the .onnx it was compiled from, with the same --level and fusion options")
-    module = fused(model, level, fusion, input_shapes, target, precision)
+    module = fused(model, level, fusion, input_shapes, target, precision, layout)
     k = find_kernel(partition(module.main), kernel)
     if variants is None:
         chosen = auto_variants(k, tgt, count)

@@ -102,7 +102,8 @@ def describe_kernel(kernel: Kernel, target=None, schedule: str | None = None, sc
 
 
 def kernels(source, level: int = 2, fusion=None, input_shapes=None, target="cpu",
-            threads: int | None = None, precision: dict | None = None) -> list[KernelInfo]:
+            threads: int | None = None, precision: dict | None = None,
+            layout: str = "blocked") -> list[KernelInfo]:
     """The kernels of an ONNX model (fused and planned, nothing built) or of
     an artifact (a path or an ``Artifact``: the schedules it was built with)."""
     from ..runtime.artifact import MANIFEST, Artifact
@@ -111,7 +112,7 @@ def kernels(source, level: int = 2, fusion=None, input_shapes=None, target="cpu"
                                         and os.path.isfile(os.path.join(source, MANIFEST))):
         return _artifact_kernels(source)
     tgt = get_target(target, threads)
-    module = fused(source, level, fusion, input_shapes, target, precision)
+    module = fused(source, level, fusion, input_shapes, target, precision, layout)
     return [describe_kernel(k, tgt) for k in partition(module.main)]
 
 
@@ -146,8 +147,9 @@ def _artifact_kernels(source) -> list[KernelInfo]:
     return found
 
 
-def fused(model, level: int = 2, fusion=None, input_shapes=None, target="cpu", precision: dict | None = None):
+def fused(model, level: int = 2, fusion=None, input_shapes=None, target="cpu", precision: dict | None = None,
+          layout: str = "blocked"):
     """The model imported and fused as a compile would (no build)."""
     from ..compiler import fuse_only
 
-    return fuse_only(model, level, fusion, input_shapes, target, precision)[0]
+    return fuse_only(model, level, fusion, input_shapes, target, precision, layout)[0]

@@ -49,7 +49,7 @@ class TuneReport:
 def tune(model, db: str, level: int = 2, trials: int = 64, kernels=(), everything: bool = False, fusion=None,
          input_shapes=None, target="cpu", threads: int | None = None, progress=None, say=None,
          seed: int | None = None, rpc: str | None = None, key: str | None = None, builders: int = 1,
-         resume: bool = False) -> TuneReport:
+         resume: bool = False, layout: str = "blocked") -> TuneReport:
     """Tune an ONNX model's kernels (as ``compile`` at ``level`` with the
     same fusion controls would build them) into the database folder ``db``;
     ``braze.compile(model, level=level, tuning_db=db)`` then uses the records.
@@ -68,7 +68,7 @@ def tune(model, db: str, level: int = 2, trials: int = 64, kernels=(), everythin
     remote, tgt, runner = _remote(rpc, key, target, threads, say) if rpc else (None, None, None)
     tgt = tgt or get_target(target or "cpu", threads)
     say(f"importing and fusing at level {level}")
-    module, _ = fuse_only(model, level, fusion, input_shapes, tgt)
+    module, _ = fuse_only(model, level, fusion, input_shapes, tgt, layout=layout)
     found = partition(module.main)
     tasks, skipped = find_tasks(found, kernels, everything)
     where = f"on {remote['servers']} '{key}' server(s) of {rpc}" if remote else f"{tgt.num_cores} thread(s)"

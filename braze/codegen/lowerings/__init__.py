@@ -4,3 +4,4 @@ from . import math, nn, reduce, tensor  # noqa: F401
 from . import activation  # noqa: F401
 from . import conv, norm, pool  # noqa: F401
 from . import gather, resize  # noqa: F401
+from . import layout  # noqa: F401

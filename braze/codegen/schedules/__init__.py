@@ -8,7 +8,7 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: gemm.py, amx.py, conv.py (conv2d), pointwise.py,
+One file per rule: gemm.py, amx.py, conv.py (conv2d), blocked.py, pointwise.py,
 depthwise.py, winograd.py; rule.py the rule table, its order and the machine-model
 helpers; tir.py the TIR helpers; generic.py the schedule of everything
 else. ``RULES`` lists the rules.
@@ -24,7 +24,7 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError, last_line
 from ... import interrupts
 from ..kernel import Kernel, compute
-from . import amx, conv, depthwise, gemm, pointwise, winograd  # noqa: F401  (register the rules)
+from . import amx, blocked, conv, depthwise, gemm, pointwise, winograd  # noqa: F401  (register the rules)
 from .generic import attach_to_consumers, schedule_generic
 from .rule import PRIORITY, RULES, Rule
 from .tir import Schedule, anchors, inline

@@ -66,7 +66,7 @@ _MIN_TILES = 49
 
 
 def _tiles(op, m: int) -> tuple[int, int]:
-    oh, ow = op.results[0].type.shape[2:]
+    oh, ow = op.results[0].type.shape[2:4]
     return -(-oh // m), -(-ow // m)
 
 
@@ -76,11 +76,20 @@ def _attrs(op) -> dict:
 
 def applies(op, kernel, target) -> bool:
     x, w, out = op.operands[0].type.shape, op.operands[1].type.shape, op.results[0].type.shape
-    if len(x) != 4 or op.results[0].type.dtype not in FLOAT32_MATH or not all(d > 0 for d in out):
+    if len(x) != (5 if _blocked(op) else 4) or op.results[0].type.dtype not in FLOAT32_MATH or not all(d > 0 for d in out):
         return False
     attrs = _attrs(op)
     return (int(attrs["group"]) == 1 and tuple(w[2:]) == (3, 3) and all(s == 1 for s in attrs["strides"])
             and all(d == 1 for d in attrs["dilations"]) and weight_param(op, kernel) is not None)
+
+
+def _blocked(op) -> bool:
+    """A conv in the blocked layout (``nn.conv_blocked`` with a blocked input)."""
+    return op.name == "nn.conv_blocked"
+
+
+def _out_channels(op) -> int:
+    return op.operands[1].type.shape[0]
 
 
 def _tile(op) -> int | None:
@@ -99,13 +108,14 @@ def profitable(op, kernel, target) -> bool:
 
 
 def defaults(op, kernel, target) -> dict | None:
-    k = op.results[0].type.shape[1]
+    k = _out_channels(op)
     m = _tile(op) or 2
     tw = _tiles(op, m)[1]
     v = lanes(target)
     candidates = []
+    block = op.results[0].type.shape[4] if _blocked(op) else 1
     for tile_k in (2 * v, v):
-        if k % tile_k == 0:
+        if k % tile_k == 0 and tile_k % block == 0:
             # up to 16 accumulators (12 with AVX2's 16 registers): tile_t tiles of tile_k / v vectors
             nv = tile_k // v
             tile_t = divisor_at_most(tw, accumulators(target, nv) // nv)
@@ -171,10 +181,23 @@ def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:
     return expr
 
 
-def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int = 4):
+def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int = 4, block: int | None = None):
     """The Winograd convolution of NCHW ``x`` with the packed transformed
-    weights ``u``: the four stages of the module's doc, as TE."""
-    n, c, height, width = (int(d) for d in x.shape)
+    weights ``u``: the four stages of the module's doc, as TE. With
+    ``block`` (``nn.conv_blocked``), ``x`` is blocked ``(N, C/bi, H, W, bi)``
+    and so is the output, ``(N, K/block, OH, OW, block)``: the transforms
+    read and write vectors of contiguous channels."""
+    if block is not None:
+        n, cb, height, width, bi = (int(d) for d in x.shape)
+        c = cb * bi
+
+        def read(b, ch, y, xx):
+            return x[b, ch // bi, y, xx, ch % bi]
+    else:
+        n, c, height, width = (int(d) for d in x.shape)
+
+        def read(b, ch, y, xx):
+            return x[b, ch, y, xx]
     k = int(u.shape[1]) * int(u.shape[3])
     pt, pl, pb, pr = (int(p) for p in pads)
     oh, ow = height + pt + pb - 2, width + pl + pr - 2
@@ -185,7 +208,7 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
 
     def padded(b, y, xx, ch):
         inside = tirx.all(y >= pt, y < pt + height, xx >= pl, xx < pl + width)
-        return tirx.if_then_else(inside, wide(x[b, ch, y - pt, xx - pl]), tirx.const(0.0, "float32"))
+        return tirx.if_then_else(inside, wide(read(b, ch, y - pt, xx - pl)), tirx.const(0.0, "float32"))
 
     d = te.compute((n, m * th + 2, m * tw + 2, c), padded, name="wino_pad", attrs=keep)
     rows = te.compute((n, th, tw, alpha, alpha, c),
@@ -205,6 +228,14 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
     cols = te.compute((n, m * th, tw, alpha, k),
                       lambda b, y, tx, e2, o: _combine(at, y % m, lambda e1: prod[e1, e2, b, y // m, tx, o]),
                       name="wino_out_rows", attrs=keep)
+    if block is not None:
+        out = te.compute((n, k // block, oh, ow, block),
+                         lambda b, ko, y, xx, kl: _combine(at, xx % m, lambda e2: cols[b, y, xx // m, e2, ko * block + kl]),
+                         name="wino_out", attrs=keep)
+        if bias is None:
+            return out
+        return te.compute(out.shape, lambda b, ko, y, xx, kl: out[b, ko, y, xx, kl] + bias[ko * block + kl].astype(out.dtype),
+                          name="bias_add")
     out = te.compute((n, k, oh, ow),
                      lambda b, o, y, xx: _combine(at, xx % m, lambda e2: cols[b, y, xx // m, e2, o]),
                      name="wino_out", attrs=keep)
@@ -270,11 +301,16 @@ def apply(sch, block, op, target, params) -> set[str]:
             sch.reverse_compute_inline(epi)
         except Exception:  # noqa: BLE001 (ScheduleError): the epilogue stays its own stage
             pass
-    b, o, y, xx = sch.get_loops(out)
-    ko, oi = sch.split(o, [None, tile_k])
+    if len(sch.get_loops(out)) == 5:  # blocked: (n, channel blocks, y, x, channels of a block)
+        b, kob, y, xx, kl = sch.get_loops(out)
+        ko, oo = sch.split(kob, [None, tile_k // extent(sch, kl)])
+        ov = kl
+    else:
+        b, o, y, xx = sch.get_loops(out)
+        ko, oi = sch.split(o, [None, tile_k])
+        oo, ov = sch.split(oi, [None, v])
     ty, yi = sch.split(y, [None, m])
     tx, j = sch.split(xx, [None, m])
-    oo, ov = sch.split(oi, [None, v])
     order = int(params.get("order", 1))
     if order not in (1, 2):
         raise ValueError(f"winograd order must be 1 (channel blocks outside) or 2 (rows of tiles outside), got {order}")
@@ -315,12 +351,13 @@ def _vector_split(sch, loop, v):
 
 def grid(op, target, defaults) -> list[dict]:
     # tiles per row for the default tile size (4x4 outputs, or 2x2 on smaller maps)
-    k, tiles = op.results[0].type.shape[1], -(-op.results[0].type.shape[3] // int(defaults.get("tile", 4)))
+    k, tiles = _out_channels(op), -(-op.results[0].type.shape[3] // int(defaults.get("tile", 4)))
     v = lanes(target)
     return [{"tile_k": tk, "tile_t": divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
             for b in (2, 4, 8)]
 
 
-register(Rule("winograd", ("nn.conv",), "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "
+register(Rule("winograd", ("nn.conv", "nn.conv_blocked"),
+              "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "
               "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering, grid=grid,
               packed_by=("tile_k", "tile")))

@@ -49,14 +49,37 @@ class FusionRule:
 # --- helpers -----------------------------------------------------------------------------
 def grow(plan: Planner, rule: FusionRule, seed: int, accept: Callable[[int, int], bool]) -> None:
     """Merge into the seed's cluster, one at a time, the consumers that
-    ``accept(member, user)`` takes, until none is left or taken."""
+    ``accept(member, user)`` takes, until none is left or taken. A consumer
+    comes with the ones that close a diamond with it (``closing``)."""
     progress = True
     while progress:
         progress = False
         for member, user in plan.consumers(seed):
-            if accept(member, user) and plan.propose(rule, [seed, user], [member, user]):
+            if accept(member, user) and plan.propose(rule, [seed, user, *closing(plan, seed, user, accept)],
+                                                     [member, user]):
                 progress = True
                 break
+
+
+def closing(plan: Planner, seed: int, user: int, accept: Callable[[int, int], bool]) -> list[int]:
+    """The consumers that read two or more values of the seed's cluster
+    joined with ``user``'s, and nothing else computed: x * sigmoid(x) (SiLU)
+    after a conv, whose Mul reads the conv and the Sigmoid. Joined one at a
+    time, neither pair is a group (the first has two outputs, the second a
+    path out of the group and back), so they join together."""
+    inside = set(plan.cluster(seed).members) | set(plan.cluster(user).members)
+    added: list[int] = []
+    grew = True
+    while grew:
+        grew = False
+        for member in sorted(inside):
+            for w in plan.graph.succs[member]:
+                preds = set(plan.graph.preds[w])
+                if w not in inside and len(preds & inside) >= 2 and preds <= inside and accept(member, w):
+                    inside |= plan.cluster(w).members
+                    added.append(w)
+                    grew = True
+    return added
 
 
 def nodes_named(graph: Graph, names: frozenset[str]) -> list[int]:
@@ -180,7 +203,7 @@ def conv_pool(plan: Planner, rule: FusionRule) -> None:
         p = graph.producer(op.operands[0]) if op.operands else None
         if p is None or not _is_pool(op):
             continue
-        if any(graph.ops[m].name == "nn.conv" for m in plan.cluster(p).members):
+        if any(graph.ops[m].name in ("nn.conv", "nn.conv_blocked") for m in plan.cluster(p).members):
             plan.propose(rule, [p, i], [p, i])
 
 
@@ -280,7 +303,7 @@ def multi_output(plan: Planner, rule: FusionRule) -> None:
 
 
 RULES: tuple[FusionRule, ...] = (
-    FusionRule("conv_epilogue", 1, _epilogue(frozenset({"nn.conv", "nn.conv_transpose"})),
+    FusionRule("conv_epilogue", 1, _epilogue(frozenset({"nn.conv", "nn.conv_blocked", "nn.conv_transpose"})),
                "a conv with the elementwise ops after it (bias, BN, activation, residual add)"),
     FusionRule("matmul_epilogue", 1, _epilogue(frozenset({"nn.matmul"})),
                "a matmul or Gemm with the elementwise ops after it (bias, activation, residual add)"),

@@ -30,7 +30,7 @@ from ...ir.registry import Kind, lookup
 from .graph import Graph
 
 #: ops that run on the cube (matrix) unit, reading their operands from L1
-CUBE_OPS = frozenset({"nn.conv", "nn.conv_transpose", "nn.matmul"})
+CUBE_OPS = frozenset({"nn.conv", "nn.conv_blocked", "nn.conv_transpose", "nn.matmul"})
 FRACTAL = 16 * 16  # elements of the cube's output fractal
 REPEAT = 256  # bytes of one vector instruction repeat
 BLOCK = 32  # bytes of one unified-buffer block

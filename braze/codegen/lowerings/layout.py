@@ -1,0 +1,64 @@
+"""Lowerings of the blocked layout ops (ir/ops/layout.py): the two layout
+transforms and ``nn.conv_blocked``, whose block the ``blocked`` schedule
+rule takes (schedules/blocked.py)."""
+
+from tvm import te, topi
+
+from ..registry import anchor_attrs, lowering
+from .conv import _accumulator, cast, dtype
+
+
+@lowering("layout.to_blocked")
+def to_blocked(x, *, block):
+    n, c, *spatial = (int(d) for d in x.shape)
+    return te.compute((n, c // block, *spatial, block),
+                      lambda b, co, *rest: x[(b, co * block + rest[-1], *rest[:-1])], name="to_blocked")
+
+
+@lowering("layout.from_blocked")
+def from_blocked(x):
+    n, cb, *spatial, b = (int(d) for d in x.shape)
+    return te.compute((n, cb * b, *spatial),
+                      lambda i, c, *rest: x[(i, c // b, *rest, c % b)], name="from_blocked")
+
+
+@lowering("nn.conv_blocked")
+def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block):
+    """out[n, ko, h, w, kl] for output channel ko*block + kl; the padding is
+    a stage of its own (``conv_pad``), as in NCHW's conv2d."""
+    plain = len(x.shape) == 4
+    m, cg, kh, kw = (int(d) for d in w.shape)
+    n, height, width = int(x.shape[0]), int(x.shape[2]), int(x.shape[3])
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
+    oh = (height + pt + pb - dh * (kh - 1) - 1) // sh + 1
+    ow = (width + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    if any(pads):
+        tail = [] if plain else [0]
+        x = topi.nn.pad(x, [0, 0, pt, pl, *tail], [0, 0, pb, pr, *tail], name="conv_pad")
+    acc = _accumulator(x)
+    rh = te.reduce_axis((0, kh), name="rh")
+    rw = te.reduce_axis((0, kw), name="rw")
+    if group > 1:  # depthwise: channel ko*block + kl reads its own input channel
+        def at(b, ko, i, j, kl):
+            return te.sum(x[b, ko, i * sh + rh * dh, j * sw + rw * dw, kl].astype(acc)
+                          * w[ko * block + kl, 0, rh, rw].astype(acc), axis=[rh, rw])
+    elif plain:
+        rc = te.reduce_axis((0, cg), name="rc")
+
+        def at(b, ko, i, j, kl):
+            return te.sum(x[b, rc, i * sh + rh * dh, j * sw + rw * dw].astype(acc)
+                          * w[ko * block + kl, rc, rh, rw].astype(acc), axis=[rc, rh, rw])
+    else:
+        bi = int(x.shape[4])
+        rco = te.reduce_axis((0, cg // bi), name="rco")
+        rci = te.reduce_axis((0, bi), name="rci")
+
+        def at(b, ko, i, j, kl):
+            return te.sum(x[b, rco, i * sh + rh * dh, j * sw + rw * dw, rci].astype(acc)
+                          * w[ko * block + kl, rco * bi + rci, rh, rw].astype(acc), axis=[rco, rh, rw, rci])
+
+    y = te.compute((n, m // block, oh, ow, block), at, name="conv", attrs=anchor_attrs())
+    if bias is not None:
+        y = te.compute(y.shape, lambda b, ko, i, j, kl: y[b, ko, i, j, kl] + bias[ko * block + kl].astype(y.dtype),
+                       name="bias_add")
+    return cast(y, dtype(x))

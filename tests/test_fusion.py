@@ -250,6 +250,26 @@ def test_diamond_merge_is_refused_as_a_cycle():
     assert [g.nodes for g in report.groups] == [["a", "t", "c"]]  # ... which makes the diamond one kernel
 
 
+# A conv and its SiLU, x * sigmoid(x): the Mul reads the conv and the Sigmoid.
+SILU = """
+func.func @main(%x: tensor<1x4x6x6xf32>) -> (tensor<1x4x6x6xf32> {name = "y"}) {
+  %w = "const"() {value = dense<0.25>} : () -> tensor<4x4x1x1xf32>
+  %0 = "nn.conv"(%x, %w) {dilations = [1, 1], group = 1, pads = [0, 0, 0, 0], strides = [1, 1]} : (tensor<1x4x6x6xf32>, tensor<4x4x1x1xf32>) -> tensor<1x4x6x6xf32> loc("conv" : "Conv")
+  %1 = "math.sigmoid"(%0) : (tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32> loc("sig" : "Sigmoid")
+  %2 = "math.mul"(%0, %1) : (tensor<1x4x6x6xf32>, tensor<1x4x6x6xf32>) -> tensor<1x4x6x6xf32> loc("mul" : "Mul")
+  "func.return"(%2) : (tensor<1x4x6x6xf32>) -> ()
+}
+"""
+
+
+def test_an_epilogue_that_closes_a_diamond_joins_in_one_merge():
+    """Conv + Sigmoid alone has two outputs, Conv + Mul a path out and back
+    in: the Mul closes the diamond, so the three join together, at level 1."""
+    report = fuse_module(parse_module(SILU), level=1)
+    assert [g.nodes for g in report.groups] == [["conv", "sig", "mul"]]
+    assert not report.refused
+
+
 # --- controls ----------------------------------------------------------------------------------
 def test_controls_from_python_and_their_reason_codes(tmp_path):
     switch = tmp_path / "switch.json"

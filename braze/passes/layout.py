@@ -130,12 +130,18 @@ class _Chains:
         if opdef is not None and opdef.kind == Kind.ELEMWISE and len(op.operands) == 1:
             return [block]
         if op.name in _BINARY:
+            # the other operand: blocked alike, a per-channel or scalar
+            # constant, or a plain value of the same shape (converted, as a
+            # residual add's shortcut from outside the chain)
             shape = op.result.type.shape
             for v in op.operands:
                 if id(v) in self.blocks:
                     if v.type.shape != shape or self.blocks[id(v)] != block:
                         return None
-                elif _per_channel(constant_value(v, self.module), shape[1]) is None:
+                elif constant_value(v, self.module) is not None:
+                    if _per_channel(constant_value(v, self.module), shape[1]) is None:
+                        return None
+                elif v.type.shape != shape:
                     return None
             return [block]
         attrs = opdef.normalize_attrs(op.attributes) if opdef is not None else {}
@@ -232,6 +238,8 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                     operands.append(twins[id(v)])
                 elif v.type.size == 1:
                     operands.append(v)  # a scalar broadcasts as it is
+                elif constant_value(v, module) is None:  # a plain value from outside the chain
+                    operands.append(to_blocked(v, block, op))
                 else:  # a per-channel constant, re-laid out now
                     c = _per_channel(constant_value(v, module), op.result.type.shape[1])
                     shaped = to_blocked_array(np.ascontiguousarray(c).reshape(1, -1, 1, 1), block)

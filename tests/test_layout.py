@@ -1,0 +1,208 @@
+"""The layout pass (passes/layout.py): conv chains in the blocked channel
+layout (NCHWc), with layout transforms only at their ends.
+
+The IR tests run the pass and braze's reference interpreter against
+onnxruntime; the compiled ones build for the host, or for the target that
+``BRAZE_TEST_TARGET`` names (docs/testing.md: the block is that target's
+float32 lanes), and run where this host can."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from braze.compiler import compile as braze_compile
+from braze.compiler import layout_block, pipeline
+from braze.errors import PassError
+from braze.frontend import import_onnx
+from braze.ir.interpret import interpret
+from braze.passes import PassManager
+from braze.targets import get_target
+from onnx_check import run_ort
+
+RNG = np.random.default_rng(11)
+TARGET = os.environ.get("BRAZE_TEST_TARGET", "cpu")
+
+
+def _w(*shape):
+    return (RNG.standard_normal(shape) * 0.2).astype(np.float32)
+
+
+def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(w, n) for n, w in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _conv(x, w, y, k=1, stride=1, group=1, bias=None):
+    pads = [k // 2] * 4
+    return helper.make_node("Conv", [x, w] + ([bias] if bias else []), [y], kernel_shape=[k, k],
+                            strides=[stride, stride], pads=pads, group=group)
+
+
+def _feeds(model):
+    return {i.name: RNG.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+            for i in model.graph.input}
+
+
+def _laid_out(model, block: int = 8):
+    """The model imported, canonicalized and through ``layout{block=...}``;
+    the interpreter's outputs checked against onnxruntime's."""
+    module = import_onnx(model)
+    PassManager.parse(f"canonicalize,cse,dce,layout{{block={block}}}").run(module)
+    feeds = _feeds(model)
+    got = interpret(module, feeds)
+    for name, expected in run_ort(model, feeds).items():
+        np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-4, err_msg=name)
+    return module
+
+
+def _ops(module) -> Counter:
+    return Counter(op.name for op in module.main.body.ops)
+
+
+# -- the pass, on the IR -------------------------------------------------------------------------
+
+def _residual_block():
+    """conv 3x3 -> relu -> conv 1x1 -> + input -> relu -> per-channel scale -> global mean."""
+    return _model([_conv("x", "w1", "a", k=3, bias="b1"), helper.make_node("Relu", ["a"], ["r"]),
+                   _conv("r", "w2", "c"), helper.make_node("Add", ["c", "x"], ["y"]),
+                   helper.make_node("Relu", ["y"], ["m"]), helper.make_node("Mul", ["m", "s"], ["z"]),
+                   helper.make_node("GlobalAveragePool", ["z"], ["out"])],
+                  [("x", [1, 16, 6, 6])], ["out"],
+                  {"w1": _w(16, 16, 3, 3), "b1": _w(16), "w2": _w(16, 16, 1, 1), "s": _w(1, 16, 1, 1)})
+
+
+def test_a_conv_chain_runs_blocked_between_one_pair_of_transforms():
+    ops = _ops(_laid_out(_residual_block()))
+    assert ops["nn.conv_blocked"] == 2 and ops["nn.conv"] == 0
+    # in once (the input, read by the first conv and the residual add), out once (the pooled result)
+    assert ops["layout.to_blocked"] == 1 and ops["layout.from_blocked"] == 1
+
+
+def test_per_channel_constants_are_laid_out_at_compile_time():
+    module = _laid_out(_residual_block(), block=8)
+    (mul,) = [op for op in module.main.body.ops if op.name == "math.mul"]
+    scale = [v for v in mul.operands if v.owner.name == "const"][0]
+    assert scale.type.shape == (1, 2, 1, 1, 8)  # 16 channels: two blocks of 8, innermost
+
+
+def test_a_lone_conv_stays_plain():
+    model = _model([_conv("x", "w", "y", k=3), helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", [1, 16, 6, 6])], ["out"], {"w": _w(16, 16, 3, 3)})
+    ops = _ops(_laid_out(model))
+    assert ops["nn.conv"] == 1 and not ops["nn.conv_blocked"] and not ops["layout.to_blocked"]
+
+
+def test_channels_that_fill_no_block_stay_plain():
+    model = _model([_conv("x", "w1", "a", k=3), _conv("a", "w2", "out")],
+                   [("x", [1, 6, 6, 6])], ["out"], {"w1": _w(6, 6, 3, 3), "w2": _w(6, 6, 1, 1)})
+    assert _ops(_laid_out(model, block=8))["nn.conv"] == 2  # 6 channels: no block of 8 or 4
+
+
+def test_a_first_conv_reads_its_few_channels_plain():
+    model = _model([_conv("x", "w1", "a", k=3, stride=2), helper.make_node("Relu", ["a"], ["r"]),
+                    _conv("r", "w2", "out")],
+                   [("x", [1, 3, 8, 8])], ["out"], {"w1": _w(16, 3, 3, 3), "w2": _w(16, 16, 1, 1)})
+    module = _laid_out(model)
+    first = next(op for op in module.main.body.ops if op.name == "nn.conv_blocked")
+    assert first.operands[0].type.rank == 4 and not _ops(module)["layout.to_blocked"]
+
+
+def _c2f_like():
+    """YOLO-style: conv+SiLU, split in two, a depthwise conv and a max pool
+    on one half, concat, conv+SiLU; a half block (8 channels) on the way."""
+    def silu(x, y):
+        return [helper.make_node("Sigmoid", [x], [y + "_s"]), helper.make_node("Mul", [x, y + "_s"], [y])]
+
+    nodes = [_conv("x", "w1", "a", k=3, bias="b1"), *silu("a", "sa"),
+             helper.make_node("Split", ["sa", "sizes"], ["p", "q"], axis=1),
+             _conv("q", "wd", "d", k=3, group=16), *silu("d", "sd"),
+             helper.make_node("MaxPool", ["sd"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             _conv("mp", "w8", "e"),
+             helper.make_node("Concat", ["p", "mp"], ["cat"], axis=1),
+             _conv("cat", "w2", "b"), *silu("b", "out1"),
+             helper.make_node("Add", ["e", "e"], ["out2"])]
+    return _model(nodes, [("x", [1, 8, 10, 10])], ["out1", "out2"],
+                  {"w1": _w(32, 8, 3, 3), "b1": _w(32), "sizes": np.array([16, 16], dtype=np.int64),
+                   "wd": _w(16, 1, 3, 3), "w8": _w(8, 16, 1, 1), "w2": _w(32, 32, 1, 1)})
+
+
+def test_split_concat_pools_and_depthwise_convs_stay_blocked():
+    ops = _ops(_laid_out(_c2f_like()))
+    assert ops["nn.conv_blocked"] == 4 and not ops["nn.conv"]
+    assert ops["tensor.split"] == 1 and ops["tensor.concat"] == 1 and ops["nn.max_pool"] == 1
+    # in once; out once per output (the 8-channel conv's output is one block of half the lanes)
+    assert ops["layout.to_blocked"] == 1 and ops["layout.from_blocked"] == 2
+
+
+def test_the_pass_runs_on_cpu_targets_at_levels_1_to_3():
+    assert "layout" not in str(pipeline(0, target=get_target("cpu-avx2")))
+    assert "layout{block=8}" in str(pipeline(2, target=get_target("cpu-avx2")))
+    assert "layout{block=8}" in str(pipeline(2, target=get_target("cpu-avx2")))
+    assert "layout" not in str(pipeline(2, target=get_target("cpu-avx2"), layout="plain"))
+    assert layout_block(get_target("cpu-avx512")) == 16
+    assert layout_block(get_target("ascend910b-like")) is None
+    with pytest.raises(PassError, match="layout must be one of blocked, plain"):
+        pipeline(2, layout="nchw16c")
+
+
+# -- compiled --------------------------------------------------------------------------------------
+
+def _runs_here() -> bool:
+    from braze.targets.isa import missing, requirements
+
+    return missing(requirements(get_target(TARGET))) is None
+
+
+def _compiled(model, **options):
+    art = braze_compile(model, target=TARGET, level=2, **options)
+    if _runs_here():
+        feeds = _feeds(model)
+        got = art.run(feeds)
+        for name, expected in run_ort(model, feeds).items():
+            np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-4, err_msg=name)
+    return art
+
+
+def _schedules(art) -> Counter:
+    return Counter(k["schedule"] for k in art.kernels)
+
+
+def test_blocked_kernels_match_onnxruntime():
+    art = _compiled(_c2f_like())
+    assert art.manifest["layout"] == "blocked"
+    assert _schedules(art)["blocked"] == 4
+    plain = _compiled(_c2f_like(), layout="plain")
+    assert plain.manifest["layout"] == "plain" and not _schedules(plain)["blocked"]
+
+
+def test_blocked_tiles_fit_the_register_file():
+    from braze.codegen.schedules.rule import accumulators, lanes
+
+    target = get_target(TARGET)
+    art = _compiled(_residual_block())
+    tiles = [p for k in art.kernels if k["schedule"] == "blocked" for p in k["schedule_params"].values()]
+    assert tiles
+    for p in tiles:
+        assert p["tile_k"] * p["tile_w"] <= accumulators(target, p["tile_k"])
+    assert layout_block(target) == lanes(target)
+
+
+def test_winograd_takes_blocked_3x3_convs():
+    """A 3x3 stride-1 conv in a blocked chain runs as Winograd, reading and
+    writing blocked tensors (its transforms vectorize over contiguous channels)."""
+    model = _model([_conv("x", "w1", "a", k=3), helper.make_node("Relu", ["a"], ["r"]),
+                    _conv("r", "w2", "out", k=3)],
+                   [("x", [1, 32, 24, 24])], ["out"], {"w1": _w(32, 32, 3, 3), "w2": _w(32, 32, 3, 3)})
+    art = _compiled(model)
+    assert _schedules(art)["winograd"] == 2
+    assert all("nn.conv_blocked" in k["ops"] for k in art.kernels if k["schedule"] == "winograd")

@@ -183,6 +183,10 @@ def test_blocked_kernels_match_onnxruntime():
     assert _schedules(art)["blocked"] == 4
     plain = _compiled(_c2f_like(), layout="plain")
     assert plain.manifest["layout"] == "plain" and not _schedules(plain)["blocked"]
+    # the depthwise conv with its SiLU and the max pool after it: one kernel
+    # that the depthwise rule takes (the pool a stage of its own in it)
+    (pooled,) = [k for k in plain.kernels if k["name"].endswith("conv_pool")]
+    assert pooled["schedule"] == "depthwise"
 
 
 def test_blocked_tiles_fit_the_register_file():
@@ -206,3 +210,24 @@ def test_winograd_takes_blocked_3x3_convs():
     art = _compiled(model)
     assert _schedules(art)["winograd"] == 2
     assert all("nn.conv_blocked" in k["ops"] for k in art.kernels if k["schedule"] == "winograd")
+
+
+# -- from the command line ---------------------------------------------------------------------------
+
+def test_explain_reports_the_layout_and_plain_turns_it_off():
+    import json
+    import subprocess
+    import sys
+
+    from models import tiny
+
+    def explain(*extra):
+        r = subprocess.run([sys.executable, "-m", "braze.cli", "explain", str(tiny("mobilenetv2-tiny")), "--json",
+                            "--target", "cpu-avx2", *extra], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["layout"]
+
+    blocked, plain = explain(), explain("--layout", "plain")
+    assert blocked["blocked_convs"] > 0 and blocked["plain_convs"] == 0 and 8 in blocked["blocks"]
+    assert plain == {"blocked_convs": 0, "plain_convs": blocked["blocked_convs"], "to_blocked": 0,
+                     "from_blocked": 0, "blocks": []}

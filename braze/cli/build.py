@@ -72,10 +72,15 @@ def cmd_explain(args) -> int:
             _write_text(args.dot, draw.to_dot(module))
         if args.html:
             _write_text(args.html, draw.to_html(module, report))
+    from ..passes.layout import layout_summary, summary_line
+
+    layout = layout_summary(module)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        print(json.dumps({**report.to_dict(), "layout": layout}, indent=2))
     else:
         print(report.table())
+        if summary_line(layout):
+            print("\n  " + summary_line(layout))
     return 0
 
 

@@ -271,3 +271,27 @@ def _loc(v: Value, transform: str) -> Location:
     owner = v.owner
     source = owner.loc.name if owner is not None and owner.loc is not None else (v.name or "input")
     return Location(f"{source}/{transform}", "Layout")
+
+
+def layout_summary(module: Module) -> dict:
+    """What the layout pass left in ``module`` (fused or not), for
+    ``braze explain``: convs in the blocked layout and in the plain one,
+    the transforms, and the blocks used."""
+    ops = [op for op in module.walk() if op.name in ("nn.conv", "nn.conv_blocked", "layout.to_blocked",
+                                                      "layout.from_blocked")]
+    blocks = sorted({op.results[0].type.shape[-1] for op in ops if op.name == "nn.conv_blocked"})
+    return {"blocked_convs": sum(op.name == "nn.conv_blocked" for op in ops),
+            "plain_convs": sum(op.name == "nn.conv" for op in ops),
+            "to_blocked": sum(op.name == "layout.to_blocked" for op in ops),
+            "from_blocked": sum(op.name == "layout.from_blocked" for op in ops),
+            "blocks": blocks}
+
+
+def summary_line(summary: dict) -> str:
+    """``layout_summary`` as one line of text."""
+    if not summary["blocked_convs"]:
+        return f"layout: plain ({summary['plain_convs']} convs)" if summary["plain_convs"] else ""
+    blocks = ", ".join(f"NCHW{b}c" for b in summary["blocks"])
+    return (f"layout: {summary['blocked_convs']} of {summary['blocked_convs'] + summary['plain_convs']} convs "
+            f"blocked ({blocks}), {summary['to_blocked']} to_blocked and {summary['from_blocked']} "
+            f"from_blocked transforms")

@@ -17,7 +17,7 @@ from ...ir.registry import lookup
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
 from .rule import Rule, divisor_at_most, lanes, register, wide
-from .tir import blocks_under, extent
+from .tir import blocks_under, extent, is_spatial
 from .conv import _group, _is_2d_float, _tile_epilogue
 from .intrinsics import deinterleave
 
@@ -128,9 +128,10 @@ def _flat_apply(sch, block, op, target, params) -> set[str]:
         if sch.get(producer).name_hint.startswith("conv_pad"):
             sch.compute_at(producer, outer)
             sch.vectorize(sch.get_loops(producer)[-1])
-    # the rows (and the epilogue inlined into them) written per channel
+    # the rows (and the epilogue inlined into them) written per channel; a
+    # pool after them (a reduction over a window of rows) stays a stage of its own
     stage = block
-    while len(sch.get_consumers(stage)) == 1:
+    while len(sch.get_consumers(stage)) == 1 and is_spatial(sch, sch.get_consumers(stage)[0]):
         stage = sch.get_consumers(stage)[0]
         sch.reverse_compute_at(stage, outer)
         sch.vectorize(sch.get_loops(stage)[-1])

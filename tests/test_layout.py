@@ -117,6 +117,25 @@ def test_a_first_conv_reads_its_few_channels_plain():
     assert first.operands[0].type.rank == 4 and not _ops(module)["layout.to_blocked"]
 
 
+def test_a_last_conv_in_half_blocks_stays_plain():
+    """A conv whose channels take half blocks (12 with blocks of 8: blocks
+    of 4) runs on half-width vectors blocked; when it feeds no other conv
+    (a classifier), it stays plain. In the middle of a chain it joins."""
+    def chain(*channels):
+        nodes, weights, x = [], {}, "x"
+        for i, (c, m) in enumerate(zip(channels, channels[1:])):
+            nodes += [_conv(x, f"w{i}", f"c{i}"), helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
+            weights[f"w{i}"], x = _w(m, c, 1, 1), f"r{i}"
+        return _model(nodes, [("x", [1, channels[0], 6, 6])], [x], weights)
+
+    def blocks(module):
+        return [op.results[0].type.shape[-1] if op.name == "nn.conv_blocked" else None
+                for op in module.main.body.ops if op.name in ("nn.conv", "nn.conv_blocked")]
+
+    assert blocks(_laid_out(chain(8, 16, 16, 12))) == [8, 8, None]
+    assert blocks(_laid_out(chain(8, 16, 12, 16))) == [8, 4, 8]
+
+
 def _c2f_like():
     """YOLO-style: conv+SiLU, split in two, a depthwise conv and a max pool
     on one half, concat, conv+SiLU; a half block (8 channels) on the way."""
@@ -178,9 +197,13 @@ def _schedules(art) -> Counter:
 
 
 def test_blocked_kernels_match_onnxruntime():
+    from braze.codegen.schedules.rule import lanes
+
     art = _compiled(_c2f_like())
     assert art.manifest["layout"] == "blocked"
-    assert _schedules(art)["blocked"] == 4
+    # the 8-channel conv feeds no conv: blocked where 8 channels fill a
+    # vector (AVX2), plain where they would fill half of one (AVX-512)
+    assert _schedules(art)["blocked"] == (4 if lanes(get_target(TARGET)) <= 8 else 3)
     plain = _compiled(_c2f_like(), layout="plain")
     assert plain.manifest["layout"] == "plain" and not _schedules(plain)["blocked"]
     # the depthwise conv with its SiLU and the max pool after it: one kernel

@@ -53,6 +53,9 @@ class Layout(Pass):
             if any(op.regions for op in func.body.ops):
                 continue  # already fused: groups keep their layouts
             chains = _Chains(module, func, self.block)
+            narrow = chains.narrow_ends()
+            if narrow:
+                chains = _Chains(module, func, self.block, skip=narrow)
             kept = chains.kept(self.min_convs)
             if kept:
                 _rewrite(module, func, chains, kept)
@@ -84,14 +87,14 @@ _REDUCTIONS = frozenset({"reduce.mean", "reduce.max", "reduce.min", "reduce.sum"
 class _Chains:
     """Which values can be blocked, grouped into chains (union-find)."""
 
-    def __init__(self, module: Module, func, block: int):
-        self.module, self.block = module, block
+    def __init__(self, module: Module, func, block: int, skip: frozenset[int] = frozenset()):
+        self.module, self.block, self.skip = module, block, skip
         self.blocks: dict[int, int] = {}  # id(value) -> its block
         self.parent: dict[int, int] = {}
         self.convs: list[int] = []  # id(result) of each conv
         self.ops: list[Operation] = []  # the ops to rewrite, in order
         for op in func.body.ops:
-            if op.regions or not op.results or op.name == "const":
+            if op.regions or not op.results or op.name == "const" or id(op) in skip:
                 continue
             blocks = self._blocks(op)
             if blocks is None:
@@ -172,6 +175,32 @@ class _Chains:
         if depthwise and (self.blocks.get(id(x)) or channel_block(c, self.block)) != block:
             return None
         return [block]
+
+    def narrow_ends(self) -> frozenset[int]:
+        """Convs in half blocks (half a vector: 1000 output channels with
+        AVX-512's 16 lanes take blocks of 8) that feed no other conv of
+        their chain: their kernel would run on half-width vectors, where
+        the plain rules pad the channels to whole vectors; and converting
+        their output back costs what converting their input does (a
+        classifier conv: SqueezeNet's 512 -> 1000 ran 2x onnxruntime's time
+        blocked)."""
+        ops = {id(op): op for op in self.ops}
+        narrow = set()
+        for op in self.ops:
+            if op.name != "nn.conv" or self.blocks[id(op.result)] == self.block:
+                continue
+            seen, frontier, feeds_conv = set(), [op.result], False
+            while frontier and not feeds_conv:
+                v = frontier.pop()
+                for user in v.users():
+                    if id(user) in seen or id(user) not in ops:
+                        continue
+                    seen.add(id(user))
+                    feeds_conv = feeds_conv or user.name == "nn.conv"
+                    frontier.extend(user.results)
+            if not feeds_conv:
+                narrow.add(id(op))
+        return frozenset(narrow)
 
     def kept(self, min_convs: int) -> set[int]:
         """The values (ids) of the chains with at least ``min_convs`` convs."""

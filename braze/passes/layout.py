@@ -8,9 +8,11 @@ chains the blocked layout ``(N, C/b, H, W, b)`` (docs/passes.md, "layout"):
 - a 2-D float32 ``nn.conv`` with constant weights, dense or depthwise, whose
   output channels divide into blocks, becomes ``nn.conv_blocked``;
 - elementwise ops follow a blocked operand when every other operand is a
-  blocked value of the same shape or a per-channel or scalar constant (the
-  constant is re-laid out now, at compile time): bias, BN, activations,
-  residual adds;
+  blocked value of the same shape, a per-channel or scalar constant (the
+  constant is re-laid out now, at compile time) or a plain value of the
+  same shape (converted): bias, BN, activations, residual adds;
+- concat and split along the channels, when every part is whole blocks;
+  pools over the two spatial dims; a global mean/max/min/sum (keepdims);
 - ``layout.to_blocked`` and ``layout.from_blocked`` appear only where a
   chain begins and ends, in the IR for anyone to see. A first conv whose
   input channels fill no block (an RGB image) reads its plain input.
@@ -18,7 +20,8 @@ chains the blocked layout ``(N, C/b, H, W, b)`` (docs/passes.md, "layout"):
 The block is the target's float32 vector lanes (``block``); a tensor whose
 channels it does not divide takes half of it if that divides, else stays
 plain. Chains with fewer than ``min_convs`` convs stay plain: converting in
-and out costs about what one conv saves.
+and out costs about what one conv saves; so does a conv in half blocks that
+feeds no other conv (``narrow_ends``).
 """
 
 from __future__ import annotations
@@ -117,9 +120,6 @@ class _Chains:
 
     def _join(self, a: int, b: int) -> None:
         self.parent[self._find(a)] = self._find(b)
-
-    def block_of(self, v: Value) -> int | None:
-        return self.blocks.get(id(v))
 
     def _blocks(self, op: Operation) -> list[int] | None:
         """The block of each of ``op``'s results if it can run blocked, else None."""

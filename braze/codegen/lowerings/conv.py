@@ -14,7 +14,8 @@ from .reduce import cast, dtype
 _LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
 
-def _accumulator(x: te.Tensor) -> str:
+def accumulator_dtype(x: te.Tensor) -> str:
+    """The dtype a conv of ``x`` accumulates in: float32 for 16-bit floats."""
     return "float32" if dtype(x) in ("float16", "bfloat16") else dtype(x)
 
 
@@ -31,7 +32,7 @@ def conv(x, w, bias=None, *, strides, pads, dilations, group):
     if nd == 2:
         return cast(_add_bias(_conv2d(x, w, strides, pads, dilations, group), bias), dtype(x))
     y = topi.nn.conv(x, w, list(strides), list(pads), list(dilations), group, _LAYOUTS[nd],
-                     out_dtype=_accumulator(x))
+                     out_dtype=accumulator_dtype(x))
     return cast(_add_bias(y, bias), dtype(x))
 
 
@@ -45,7 +46,7 @@ def _conv2d(x, w, strides, pads, dilations, group):
     ow = (width + pl + pr - dw * (kw - 1) - 1) // sw + 1
     if any(pads):
         x = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], name="conv_pad")
-    acc = _accumulator(x)
+    acc = accumulator_dtype(x)
     rc = te.reduce_axis((0, cg), name="rc")
     rh = te.reduce_axis((0, kh), name="rh")
     rw = te.reduce_axis((0, kw), name="rw")
@@ -67,7 +68,7 @@ def conv_transpose(x, w, bias=None, *, strides, pads, dilations, group, output_p
     out = out_types[0].shape[2:]
     spread = _spread(x, w, strides, pads, dilations, out)
     y = topi.nn.conv(spread, _flip_kernel(w, group), 1, 0, list(dilations), group, _LAYOUTS[len(out)],
-                     out_dtype=_accumulator(x))
+                     out_dtype=accumulator_dtype(x))
     return cast(_add_bias(y, bias), dtype(x))
 
 

@@ -5,7 +5,7 @@ rule takes (schedules/blocked.py)."""
 from tvm import te, topi
 
 from ..registry import anchor_attrs, lowering
-from .conv import _accumulator, cast, dtype
+from .conv import accumulator_dtype, cast, dtype
 
 
 @lowering("layout.to_blocked")
@@ -35,7 +35,7 @@ def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block):
     if any(pads):
         tail = [] if plain else [0]
         x = topi.nn.pad(x, [0, 0, pt, pl, *tail], [0, 0, pb, pr, *tail], name="conv_pad")
-    acc = _accumulator(x)
+    acc = accumulator_dtype(x)
     rh = te.reduce_axis((0, kh), name="rh")
     rw = te.reduce_axis((0, kw), name="rw")
     if group > 1:  # depthwise: channel ko*block + kl reads its own input channel

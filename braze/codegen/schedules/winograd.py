@@ -76,7 +76,8 @@ def _attrs(op) -> dict:
 
 def applies(op, kernel, target) -> bool:
     x, w, out = op.operands[0].type.shape, op.operands[1].type.shape, op.results[0].type.shape
-    if len(x) != (5 if _blocked(op) else 4) or op.results[0].type.dtype not in FLOAT32_MATH or not all(d > 0 for d in out):
+    if len(x) != (5 if _blocked(op) else 4) or op.results[0].type.dtype not in FLOAT32_MATH \
+            or not all(d > 0 for d in out):
         return False
     attrs = _attrs(op)
     return (int(attrs["group"]) == 1 and tuple(w[2:]) == (3, 3) and all(s == 1 for s in attrs["strides"])
@@ -229,13 +230,14 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
                       lambda b, y, tx, e2, o: _combine(at, y % m, lambda e1: prod[e1, e2, b, y // m, tx, o]),
                       name="wino_out_rows", attrs=keep)
     if block is not None:
-        out = te.compute((n, k // block, oh, ow, block),
-                         lambda b, ko, y, xx, kl: _combine(at, xx % m, lambda e2: cols[b, y, xx // m, e2, ko * block + kl]),
-                         name="wino_out", attrs=keep)
+        def blocked_out(b, ko, y, xx, kl):
+            return _combine(at, xx % m, lambda e2: cols[b, y, xx // m, e2, ko * block + kl])
+
+        out = te.compute((n, k // block, oh, ow, block), blocked_out, name="wino_out", attrs=keep)
         if bias is None:
             return out
-        return te.compute(out.shape, lambda b, ko, y, xx, kl: out[b, ko, y, xx, kl] + bias[ko * block + kl].astype(out.dtype),
-                          name="bias_add")
+        return te.compute(out.shape, lambda b, ko, y, xx, kl:
+                          out[b, ko, y, xx, kl] + bias[ko * block + kl].astype(out.dtype), name="bias_add")
     out = te.compute((n, k, oh, ow),
                      lambda b, o, y, xx: _combine(at, xx % m, lambda e2: cols[b, y, xx // m, e2, o]),
                      name="wino_out", attrs=keep)
@@ -303,6 +305,9 @@ def apply(sch, block, op, target, params) -> set[str]:
             pass
     if len(sch.get_loops(out)) == 5:  # blocked: (n, channel blocks, y, x, channels of a block)
         b, kob, y, xx, kl = sch.get_loops(out)
+        if tile_k % extent(sch, kl):
+            raise ValueError(f"winograd tile_k must be a multiple of the layout's block ({extent(sch, kl)}) "
+                             f"in a blocked conv, got {tile_k}")
         ko, oo = sch.split(kob, [None, tile_k // extent(sch, kl)])
         ov = kl
     else:

@@ -15,6 +15,19 @@ def parse(text: str) -> onnx.ModelProto:
     return onnx.parser.parse_model(text)
 
 
+def float_model(nodes, inputs, outputs, weights, opset: int = 17) -> onnx.ModelProto:
+    """An opset-17 model of ``nodes`` with float inputs ``[(name, shape)]``,
+    float outputs of inferred shape, and numpy ``weights`` as initializers."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
+        [numpy_helper.from_array(w, n) for n, w in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
 def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     inits = {i.name for i in model.graph.initializer}

@@ -12,9 +12,8 @@ import os
 from collections import Counter
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
 
 from braze.compiler import compile as braze_compile
 from braze.compiler import layout_block, pipeline
@@ -23,6 +22,7 @@ from braze.frontend import import_onnx
 from braze.ir.interpret import interpret
 from braze.passes import PassManager
 from braze.targets import get_target
+from onnx_check import float_model as _model
 from onnx_check import run_ort
 
 RNG = np.random.default_rng(11)
@@ -31,15 +31,6 @@ TARGET = os.environ.get("BRAZE_TEST_TARGET", "cpu")
 
 def _w(*shape):
     return (RNG.standard_normal(shape) * 0.2).astype(np.float32)
-
-
-def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
-        [numpy_helper.from_array(w, n) for n, w in weights.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _conv(x, w, y, k=1, stride=1, group=1, bias=None):

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import TensorProto, helper
 
 from braze.compiler import compile as braze_compile
+from onnx_check import float_model as _model
 from onnx_check import run_ort
 
 RNG = np.random.default_rng(7)
@@ -39,15 +39,6 @@ def _runs_here() -> bool:
     from braze.targets.isa import missing, requirements
 
     return missing(requirements(_target())) is None
-
-
-def _model(nodes, inputs, outputs, weights) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes, "g",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in outputs],
-        [numpy_helper.from_array(w, n) for n, w in weights.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
 def _check(model, level=2, schedules=None, rtol=1e-4, atol=1e-4):

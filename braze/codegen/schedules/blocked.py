@@ -28,9 +28,9 @@ from tvm import te
 
 from ...ir.registry import lookup
 from ..kernel import Packing
-from .conv import _tile_epilogue
+from .conv import _tile_epilogue, run_tasks
 from .rule import FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param
-from .tir import blocks_under, extent, vectorize_padding
+from .tir import extent, vectorize_padding
 
 
 def _attrs(op) -> dict:
@@ -178,15 +178,9 @@ def blocked_apply(sch, block, op, target, params) -> set[str]:
     sch.unroll(wi)
     sch.unroll(kb)
     sch.vectorize(kl)
-    outer = sch.fuse(*lead)
-    sch.parallel(outer)
     if rows_pad and not split_pad:
         sch.vectorize(sch.get_loops(pad)[-1])
-    sch.decompose_reduction(block, reduce[0])
-    for b in sch.get_child_blocks(outer):
-        if sch.get(b).name_hint.endswith("_init"):
-            sch.vectorize(sch.get_loops(b)[-1])
-    return blocks_under(sch, outer)
+    return run_tasks(sch, block, lead, reduce[0])
 
 
 def blocked_grid(op, target, defaults) -> list[dict]:

@@ -196,14 +196,22 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
     sch.unroll(wi)
     sch.unroll(kv)
     sch.vectorize(kl)
-    outer = sch.fuse(*lead)
-    sch.parallel(outer)
     if rows_pad and not split_pad:
         last = sch.get_loops(pad)[-1]
         if extent(sch, last) > v:
             sch.vectorize(sch.split(last, [None, v])[1])
         else:
             sch.vectorize(last)
+    return run_tasks(sch, block, lead, reduce_at)
+
+
+def run_tasks(sch, block, lead, reduce_at) -> set[str]:
+    """The tail of the direct convolutions' schedules (``conv2d``,
+    ``blocked``): the ``lead`` loops fused into one parallel loop of tasks,
+    the reduction's init split off at ``reduce_at`` and vectorized. Returns
+    the blocks the tasks hold."""
+    outer = sch.fuse(*lead)
+    sch.parallel(outer)
     sch.decompose_reduction(block, reduce_at)
     for b in sch.get_child_blocks(outer):
         if sch.get(b).name_hint.endswith("_init"):

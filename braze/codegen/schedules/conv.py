@@ -8,7 +8,8 @@ input elements and loading ``tile_k / lanes`` weight vectors. The padded
 input is materialized once (its own parallel stage); the epilogue (bias,
 residual, activation) runs on the tile while it is hot and writes rows of
 ``tile_w`` contiguous outputs. Tiles spread over (n, channel blocks, rows).
-No layout change leaves the kernel: activations stay NCHW between kernels.
+The kernel reads and writes NCHW; the convs of a blocked chain (the
+layout pass) go to ``blocked`` (blocked.py).
 
 (``pointwise`` in pointwise.py takes the 1x1 convs, ``depthwise`` in depthwise.py
 the depthwise ones.)

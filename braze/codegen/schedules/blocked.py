@@ -170,10 +170,11 @@ def blocked_apply(sch, block, op, target, params) -> set[str]:
     else:
         split_pad = True
         lead = (n, ko) if k_blocks else (n, first, second)
-        if pad is not None:
+        if pad is not None:  # a stage of its own: parallel over (n, channel blocks, rows)
             pad_loops = sch.get_loops(pad)
             sch.parallel(sch.fuse(*pad_loops[:3]))
-            sch.vectorize(pad_loops[-1]) if extent(sch, pad_loops[-1]) <= 64 else None
+            if extent(sch, pad_loops[-1]) <= 64:  # a block's channels (a plain input's row: left to LLVM)
+                sch.vectorize(pad_loops[-1])
     _tile_epilogue(sch, block, ko if k_blocks else wo, v)
     sch.unroll(wi)
     sch.unroll(kb)
@@ -188,7 +189,8 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     kb = op.results[0].type.shape[1]
     out = [{**defaults, "tile_k": nb, "tile_w": divisor_at_most(ow, cap)}
            for nb in (1, 2, 4) if kb % nb == 0 and not (_depthwise(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
-    return out + [{**defaults, "order": 3 - int(defaults.get("order", 2))}]
+    flips = [{**defaults, key: 3 - int(defaults.get(key, 1))} for key in ("order", "pad")]
+    return out + flips
 
 
 register(Rule("blocked", ("nn.conv_blocked",),

@@ -18,6 +18,11 @@ Each kernel is timed alone, two ways:
   buffer (every line of it: more than the L2 cache holds, so the kernel's
   input, weights and output start outside L2), median.
 
+The TE kernel is an untuned reference kept from before braze had a blocked
+layout of its own: braze's ``layout`` pass and ``blocked`` rule now build
+such kernels for conv chains (a lone conv, as here, stays NCHW), so the
+probe compares braze's NCHW kernel with an independent NCHWc one.
+
 Both kernels are checked against numpy. Prints one line per kernel: ms warm,
 ms cold and GFLOP/s warm. Like `braze schedule`, it runs the kernels here:
 a target this CPU cannot run is refused.

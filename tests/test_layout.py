@@ -157,7 +157,7 @@ def test_split_concat_pools_and_depthwise_convs_stay_blocked():
 def test_the_pass_runs_on_cpu_targets_at_levels_1_to_3():
     assert "layout" not in str(pipeline(0, target=get_target("cpu-avx2")))
     assert "layout{block=8}" in str(pipeline(2, target=get_target("cpu-avx2")))
-    assert "layout{block=8}" in str(pipeline(2, target=get_target("cpu-avx2")))
+    assert "layout{block=8}" in str(pipeline(3, target=get_target("cpu-avx2")))
     assert "layout" not in str(pipeline(2, target=get_target("cpu-avx2"), layout="plain"))
     assert layout_block(get_target("cpu-avx512")) == 16
     assert layout_block(get_target("ascend910b-like")) is None

@@ -35,6 +35,7 @@ from ..ir import Builder, Module, Operation, Value, constant_value
 from ..ir.ops.layout import to_blocked_array
 from ..ir.registry import Kind, lookup
 from ..ir.types import Location
+from .canonicalize import per_channel
 from .dce import prune_blobs
 from .manager import Pass, register_pass
 from .rewrite import remove_dead
@@ -142,7 +143,7 @@ class _Chains:
                     if v.type.shape != shape or self.blocks[id(v)] != block:
                         return None
                 elif constant_value(v, self.module) is not None:
-                    if _per_channel(constant_value(v, self.module), shape[1]) is None:
+                    if per_channel(constant_value(v, self.module), 4, 1, shape[1]) is None:
                         return None
                 elif v.type.shape != shape:
                     return None
@@ -211,17 +212,6 @@ class _Chains:
         return {k for k in self.blocks if count.get(self._find(k), 0) >= min_convs}
 
 
-def _per_channel(c: np.ndarray | None, channels: int) -> np.ndarray | None:
-    """A constant operand of a rank-4 elementwise op as one value per
-    channel (a scalar repeated), or None when it varies along other dims."""
-    if c is None or c.ndim > 4:
-        return None
-    full = c.reshape((1,) * (4 - c.ndim) + c.shape)
-    if full.shape[0] != 1 or full.shape[2:] != (1, 1) or full.shape[1] not in (1, channels):
-        return None
-    return np.broadcast_to(full.reshape(-1), (channels,))
-
-
 def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
     twins: dict[int, Value] = {}  # id(plain value) -> its blocked twin
     packed: dict[tuple[int, int], Value] = {}
@@ -270,7 +260,7 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                 elif constant_value(v, module) is None:  # a plain value from outside the chain
                     operands.append(to_blocked(v, block, op))
                 else:  # a per-channel constant, re-laid out now
-                    c = _per_channel(constant_value(v, module), op.result.type.shape[1])
+                    c = per_channel(constant_value(v, module), 4, 1, op.result.type.shape[1])
                     shaped = to_blocked_array(np.ascontiguousarray(c).reshape(1, -1, 1, 1), block)
                     operands.append(builder.const(np.ascontiguousarray(shaped), v.name, v.owner.loc))
             new = [builder.value(op.name, operands, attrs, loc=op.loc)]

@@ -85,7 +85,7 @@ def applies(op, kernel, target) -> bool:
 
 
 def _blocked(op) -> bool:
-    """A conv in the blocked layout (``nn.conv_blocked`` with a blocked input)."""
+    """A conv in the blocked layout (``nn.conv_blocked``; ``applies`` asks for a blocked input)."""
     return op.name == "nn.conv_blocked"
 
 

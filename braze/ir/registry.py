@@ -132,6 +132,9 @@ class OpDef:
     terminator: bool = False
     #: True when result types are written out rather than inferred (const, fuse.group).
     explicit_result_types: bool = False
+    #: The contraction family of ops whose multiply-adds a matrix unit runs
+    #: (an NPU's cube, tensor cores): "conv" or "matmul"; None for the rest.
+    contraction: str | None = None
 
     # --- the schema ---------------------------------------------------------
     def operand_range(self) -> tuple[int, int | None]:
@@ -218,6 +221,12 @@ def register(cls: type[OpDef]) -> type[OpDef]:
 def lookup(name: str) -> OpDef | None:
     _load_ops()
     return REGISTRY.get(name)
+
+
+def contraction(name: str) -> str | None:
+    """``name``'s contraction family ("conv", "matmul") or None (OpDef.contraction)."""
+    d = lookup(name)
+    return d.contraction if d is not None else None
 
 
 def all_ops() -> dict[str, OpDef]:

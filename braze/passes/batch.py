@@ -17,13 +17,16 @@ from __future__ import annotations
 import math
 
 from ..ir import Func, Operation, Value
-from ..ir.registry import lookup
+from ..ir.registry import contraction, lookup
 
 #: ops whose every operand and result are the same shape, or broadcast to it
 _POINTWISE_KINDS = ("elemwise", "broadcast")
 #: reductions and normalizations over ``axis`` / ``axes``
 _OVER_AXES = ("reduce.sum", "reduce.mean", "reduce.max", "reduce.min", "reduce.prod", "reduce.l2")
 _OVER_AXIS = ("reduce.argmax", "reduce.argmin", "nn.softmax", "nn.log_softmax", "nn.cumsum", "nn.topk")
+#: besides the convs: ops over images (N, C, ...) that take the batch on axis 0 only
+_IMAGE_OPS = ("nn.max_pool", "nn.avg_pool", "nn.instance_norm", "nn.lrn", "tensor.resize", "layout.to_blocked",
+              "layout.from_blocked")
 
 
 class Mixes(Exception):
@@ -94,8 +97,7 @@ def _through(op: Operation, inputs: list[int | None]) -> list[int | None]:
             refuse("broadcasts along the batch axis")
         return [axis] * len(op.results)
     a = inputs[0]
-    if name in ("nn.conv", "nn.conv_blocked", "nn.conv_transpose", "nn.max_pool", "nn.avg_pool",
-                "nn.instance_norm", "nn.lrn", "tensor.resize", "layout.to_blocked", "layout.from_blocked"):
+    if contraction(name) == "conv" or name in _IMAGE_OPS:
         if any(x is not None for x in inputs[1:]):
             refuse("takes its weights from the batch")
         if a != 0:

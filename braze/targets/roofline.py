@@ -31,11 +31,9 @@ import math
 from dataclasses import asdict, dataclass, field
 
 from ..ir import Module, Operation, Value
-from ..ir.registry import Kind, lookup
+from ..ir.registry import Kind, contraction, lookup
 from . import Target
 from .descriptor import NpuSpec
-
-CUBE_OPS = ("nn.conv", "nn.conv_blocked", "nn.conv_transpose", "nn.matmul")
 
 #: Vector instructions per element for ops that are not one instruction
 #: (the usual expansion of a composite function); reductions and
@@ -151,7 +149,7 @@ def estimate_kernel(name: str, nodes: list[str], members: list[Operation], input
     tile: dict = {}
     cube_cycles, cube_cores, cube_flops, rereads = 0, 0, 0, {}
     for op in members:
-        if op.name in CUBE_OPS:
+        if contraction(op.name):
             gemm = gemm_shape(op)
             cycles, cores, flops, info, reread = _cube(gemm, chip, chip.elem_bytes(op.operands[0]))
             cube_cycles, cube_flops = cube_cycles + cycles, cube_flops + flops
@@ -159,7 +157,7 @@ def estimate_kernel(name: str, nodes: list[str], members: list[Operation], input
             tile.update(info)
             rereads[id(op.operands[0])] = reread
     vector_ops, widest, eb = 0, 0, 2
-    vector_members = [op for op in members if op.name not in CUBE_OPS]
+    vector_members = [op for op in members if not contraction(op.name)]
     for op in vector_members:
         vector_ops += vector_work(op)
         big = max(list(op.operands) + list(op.results), key=lambda v: v.type.size)

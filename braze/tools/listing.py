@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from ..ir.registry import Kind, lookup
+from ..ir.registry import Kind, contraction, lookup
 from ..targets import Target, get_target
-from ..targets.roofline import CUBE_OPS, gemm_shape
+from ..targets.roofline import gemm_shape
 from ..codegen.kernel import Kernel, partition
 from ..codegen.pins import rules_for
 from ..codegen.schedules import plan
@@ -66,7 +66,7 @@ def params_text(schedule_params: dict) -> str:
 
 
 def op_flops(op) -> int:
-    if op.name in CUBE_OPS:
+    if contraction(op.name):
         batch, m, n, k = gemm_shape(op)
         return 2 * batch * m * n * k
     return sum(r.type.size for r in op.results)

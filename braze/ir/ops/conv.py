@@ -95,6 +95,7 @@ class Conv(OpDef):
     ``pads`` lists all begins, then all ends."""
 
     name = "nn.conv"
+    contraction = "conv"
     kind = Kind.ANCHOR
     operands = ("x", "w", "bias?")
     attrs = {**WINDOW_ATTRS, "group": Int(1)}
@@ -131,6 +132,7 @@ class ConvTranspose(OpDef):
     (``pads`` lists all begins, then all ends, and crops the output)."""
 
     name = "nn.conv_transpose"
+    contraction = "conv"
     kind = Kind.ANCHOR
     operands = ("x", "w", "bias?")
     attrs = {**WINDOW_ATTRS, "group": Int(1), "output_padding": Ints()}

@@ -82,6 +82,7 @@ class ConvBlocked(OpDef):
     channel, with ``bi == block``)."""
 
     name = "nn.conv_blocked"
+    contraction = "conv"
     kind = Kind.ANCHOR
     operands = ("x", "w", "bias?")
     attrs = {**WINDOW_ATTRS, "group": Int(1), "block": Int()}

@@ -40,6 +40,7 @@ class MatMul(OpDef):
     matrices and the promoted dim dropped again; batch dims broadcast."""
 
     name = "nn.matmul"
+    contraction = "matmul"
     kind = Kind.ANCHOR
     operands = ("a", "b")
 

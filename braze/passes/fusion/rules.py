@@ -21,7 +21,7 @@ from heapq import heappop, heappush
 from typing import Callable, ClassVar
 
 from ...ir import Value
-from ...ir.registry import Kind
+from ...ir.registry import Kind, contraction
 from .graph import ELEMENTWISE, LIGHT, Graph
 from .planner import Planner
 
@@ -86,6 +86,11 @@ def nodes_named(graph: Graph, names: frozenset[str]) -> list[int]:
     return [i for i, op in enumerate(graph.ops) if op.name in names]
 
 
+def nodes_contracting(graph: Graph, family: str) -> list[int]:
+    """The ops of a contraction family ("conv", "matmul": OpDef.contraction)."""
+    return [i for i, op in enumerate(graph.ops) if contraction(op.name) == family]
+
+
 def nodes_of_kind(graph: Graph, kind: Kind) -> list[int]:
     return [i for i, k in enumerate(graph.kinds) if k == kind]
 
@@ -122,9 +127,9 @@ def _is_const(v: Value) -> bool:
 
 
 # --- level 1 -------------------------------------------------------------------------------
-def _epilogue(anchors: frozenset[str]) -> Finder:
+def _epilogue(anchors: Callable[[Graph], list[int]]) -> Finder:
     def find(plan: Planner, rule: FusionRule) -> None:
-        for i in nodes_named(plan.graph, anchors):
+        for i in anchors(plan.graph):
             grow(plan, rule, i, lambda member, user: plan.kind(user) in ELEMENTWISE)
 
     return find
@@ -186,6 +191,8 @@ def gelu_epilogue(plan: Planner, rule: FusionRule) -> None:
 
 
 POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
+#: convs whose kernel may take the pool after them (not a transposed conv)
+_POOLED_CONVS = frozenset({"nn.conv", "nn.conv_blocked"})
 
 
 def _is_pool(op) -> bool:
@@ -203,7 +210,7 @@ def conv_pool(plan: Planner, rule: FusionRule) -> None:
         p = graph.producer(op.operands[0]) if op.operands else None
         if p is None or not _is_pool(op):
             continue
-        if any(graph.ops[m].name in ("nn.conv", "nn.conv_blocked") for m in plan.cluster(p).members):
+        if any(graph.ops[m].name in _POOLED_CONVS for m in plan.cluster(p).members):
             plan.propose(rule, [p, i], [p, i])
 
 
@@ -303,11 +310,12 @@ def multi_output(plan: Planner, rule: FusionRule) -> None:
 
 
 RULES: tuple[FusionRule, ...] = (
-    FusionRule("conv_epilogue", 1, _epilogue(frozenset({"nn.conv", "nn.conv_blocked", "nn.conv_transpose"})),
+    FusionRule("conv_epilogue", 1, _epilogue(lambda g: nodes_contracting(g, "conv")),
                "a conv with the elementwise ops after it (bias, BN, activation, residual add)"),
-    FusionRule("matmul_epilogue", 1, _epilogue(frozenset({"nn.matmul"})),
+    FusionRule("matmul_epilogue", 1, _epilogue(lambda g: nodes_contracting(g, "matmul")),
                "a matmul or Gemm with the elementwise ops after it (bias, activation, residual add)"),
-    FusionRule("pool_epilogue", 1, _epilogue(POOLS), "a pooling op with the elementwise ops after it"),
+    FusionRule("pool_epilogue", 1, _epilogue(lambda g: nodes_named(g, POOLS)),
+               "a pooling op with the elementwise ops after it"),
     FusionRule("elemwise_chain", 1, elemwise_chain, "chains of elementwise/broadcast ops"),
     FusionRule("injective_producer", 2, injective_producer,
                "transpose/reshape/slice/pad/gather/concat inlined into their consumer"),

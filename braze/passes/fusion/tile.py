@@ -26,11 +26,9 @@ from __future__ import annotations
 import math
 
 from ...ir import Operation, Value
-from ...ir.registry import Kind, lookup
+from ...ir.registry import Kind, contraction, lookup
 from .graph import Graph
 
-#: ops that run on the cube (matrix) unit, reading their operands from L1
-CUBE_OPS = frozenset({"nn.conv", "nn.conv_blocked", "nn.conv_transpose", "nn.matmul"})
 FRACTAL = 16 * 16  # elements of the cube's output fractal
 REPEAT = 256  # bytes of one vector instruction repeat
 BLOCK = 32  # bytes of one unified-buffer block
@@ -76,7 +74,7 @@ def working_tile(graph: Graph, members: set[int]) -> int:
         # a vector repeat over the op's largest tensor: a reduction's input, an elementwise op's output
         widest = max([v.type for v in op.operands] + [out], key=lambda t: t.size)
         fraction = max(fraction, REPEAT / widest.np_dtype.itemsize / max(widest.size, 1))
-        if op.name in CUBE_OPS:
+        if contraction(op.name):  # the cube (matrix) unit, reading its operands from L1
             fraction = max(fraction, FRACTAL / out.size)
         row = reduced_extent(op)
         if row > 1:
@@ -97,7 +95,7 @@ def working_tile(graph: Graph, members: set[int]) -> int:
 def _in_buffer(inputs: list[Value], defined: list[Value], ops: list[Operation]) -> list[Value]:
     """The tensors that pass through the unified buffer: everything the group
     computes, and its inputs except those only a cube op reads (from L1)."""
-    vector_reads = {id(v) for op in ops if op.name not in CUBE_OPS for v in op.operands}
+    vector_reads = {id(v) for op in ops if not contraction(op.name) for v in op.operands}
     return [v for v in inputs if id(v) in vector_reads] + defined
 
 

@@ -39,7 +39,6 @@ from pathlib import Path
 import numpy as np
 
 MODELS = ["resnet50", "mobilenetv2", "bert-base", "vit-base-patch16-224", "yolov8n"]
-GEMM_OPS = ("nn.matmul", "nn.conv", "nn.conv_transpose")
 
 
 # --- the machine and its peak -----------------------------------------------------------------------
@@ -126,14 +125,15 @@ def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflop
 def gemm_figures(artifact, inputs: dict, peak_gflops: float | None, repeat: int = 5) -> dict:
     """Per-kernel times (VM instrumentation) of the kernels whose anchor is
     a matmul or a conv: their total, GFLOP/s and share of the run."""
-    from braze.tools.experiment import kernels
+    from braze.ir.registry import contraction
     from braze.measure import profile
+    from braze.tools.experiment import kernels
 
     times = dict(profile(artifact, inputs, repeat=repeat))
     total_ms = sum(times.values())
     gemms = []
     for k in kernels(artifact):
-        if k.anchor in GEMM_OPS and k.name in times:
+        if contraction(k.anchor) and k.name in times:  # matmuls and convs, blocked ones included
             ms = times[k.name]
             rate = k.flops / ms / 1e6
             gemms.append({"kernel": k.name, "ops": k.ops, "schedule": k.schedule, "mflop": round(k.flops / 1e6, 2),

@@ -86,10 +86,44 @@ def div(lhs, rhs):
     return topi.divide(lhs, rhs)
 
 
+def _immediate(t) -> float | None:
+    """The number a tensor holds everywhere when it is an immediate (a
+    one-value constant the kernel took into its code), else None."""
+    op = t.op
+    body = getattr(op, "body", None)
+    if body is not None and len(body) == 1 and isinstance(body[0], (tirx.FloatImm, tirx.IntImm)):
+        return float(body[0].value)
+    return None
+
+
+#: constant exponents computed as products, where ``topi.power`` calls libm's
+#: ``powf`` per element (and TVM warns at every ``pow(x, y)`` with y >= 3:
+#: GPT-2's tanh GELU has ``x ** 3``). Each product rounds, so the result may
+#: differ from ``powf``'s in the last bit or two.
+_PRODUCT_POWERS = (2.0, 3.0, 4.0)
+
+
+def _product_power(rhs, x) -> float | None:
+    """The exponent, when ``x ** rhs`` is one of _PRODUCT_POWERS with no broadcast of x."""
+    if len(rhs.shape) > len(x.shape) or any(int(d) != 1 for d in rhs.shape):
+        return None
+    n = _immediate(rhs)
+    return n if n in _PRODUCT_POWERS else None
+
+
+def _product(n: float):
+    def power(v, _):
+        square = v * v
+        return square * square if n == 4.0 else square * v if n == 3.0 else square
+
+    return lambda x, rhs: elementwise(power, x, rhs, name="T_power")
+
+
 @lowering("math.pow")
 def pow_(lhs, rhs):
     if is_float(lhs):
-        return in_f32(topi.power, lhs, rhs)
+        n = _product_power(rhs, lhs)
+        return in_f32(topi.power if n is None else _product(n), lhs, rhs)
     # Integer powers: in f64, truncated back (2 ** -1 == 0), as onnxruntime does.
     f64 = "float64"
     return elementwise(lambda a, b: tirx.pow(a.astype(f64), b.astype(f64)).astype(str(lhs.dtype)), lhs, rhs)

@@ -245,6 +245,88 @@ def scale_through_shift(op, rw):
     return [rw.create("math.add", [scaled, rw.const((c * s).astype(c.dtype), "shift")])]
 
 
+# --- 1-D convolutions as 2-D ones ---------------------------------------------------------
+@canonical("nn.conv")
+def conv_1d_as_2d(op, rw):
+    """conv1d(x[N, C, W]) -> reshape(conv2d(x[N, C, 1, W])): every backend's
+    2-D conv kernels (and the layout pass) take it. The reshapes around it
+    sink below the elementwise ops after it (sink_unit_reshape) and cancel
+    between two convs."""
+    x, w = op.operands[0], op.operands[1]
+    if x.type.rank != 3 or w.type.rank != 3:
+        return None
+    attrs = op.attributes
+    (stride,), (dilation,), (begin, end) = attrs["strides"], attrs["dilations"], attrs["pads"]
+    n, c, width = x.type.shape
+    x4 = rw.create("tensor.reshape", [x], shape=(n, c, 1, width))
+    w4 = rw.create("tensor.reshape", [w], shape=(*w.type.shape[:2], 1, w.type.shape[2]))
+    conv = rw.create("nn.conv", [x4, w4, *op.operands[2:]], **{
+        **attrs, "strides": (1, stride), "dilations": (1, dilation), "pads": (0, begin, 0, end)})
+    return [rw.create("tensor.reshape", [conv], shape=op.result.type.shape)]
+
+
+def _unit_map(src: tuple, dst: tuple) -> list[int] | None:
+    """For a reshape from ``src`` to ``dst`` that only adds or drops unit
+    dims: the ``src`` dim of each dim of ``dst`` that is not 1 (None for
+    the 1s); None when the reshape moves data otherwise."""
+    if [d for d in src if d != 1] != [d for d in dst if d != 1]:
+        return None
+    others = iter(i for i, d in enumerate(src) if d != 1)
+    return [None if d == 1 else next(others) for d in dst]
+
+
+def _sinkable(op) -> bool:
+    from ..ir.registry import Kind, lookup
+
+    d = lookup(op.name)
+    return (d is not None and d.kind in (Kind.ELEMWISE, Kind.BROADCAST) and len(op.results) == 1
+            and not op.regions and not any(spec.type in ("int", "ints") for spec in d.attrs.values()))
+
+
+@canonical("*")
+def sink_unit_reshape(op, rw):
+    """f(reshape(x), c) -> reshape(f(x, c')) for an elementwise ``f`` and a
+    reshape that only adds or drops unit dims, its other operands the same
+    reshape of values of x's shape or constants (re-laid out for x's
+    shape). So the ops after a 1-D conv made 2-D join its epilogue, and
+    BatchNorm's per-channel scale meets the conv's weights."""
+    if not _sinkable(op):
+        return None
+    out = op.result.type.shape
+    source = None
+    for v in op.operands:
+        r = _producer(v, "tensor.reshape")
+        if r is not None and _unit_map(r.operands[0].type.shape, v.type.shape) is not None:
+            source = r.operands[0].type.shape
+            break
+    if source is None or source == out:
+        return None
+    mapping = _unit_map(source, out)
+    if mapping is None:
+        return None
+    operands = []
+    for v in op.operands:
+        r = _producer(v, "tensor.reshape")
+        if r is not None and r.operands[0].type.shape == source and v.type.shape == out:
+            operands.append(r.operands[0])
+            continue
+        c = rw.value(v)
+        if c is None or c.ndim > len(out):
+            return None
+        full = c.reshape((1,) * (len(out) - c.ndim) + c.shape)
+        if any(m is None and k != 1 for m, k in zip(mapping, full.shape)):
+            return None
+        shape = [1] * len(source)
+        for m, k in zip(mapping, full.shape):
+            if m is not None:
+                shape[m] = k
+        operands.append(rw.const(full.reshape(shape), "const"))
+    inner = rw.create(op.name, operands, **op.attributes)
+    if inner.type.shape != source:
+        return None
+    return [rw.create("tensor.reshape", [inner], shape=out)]
+
+
 #: every pattern above, in the order they were defined (the order they are tried in)
 PATTERNS = tuple(_PATTERNS)
 

@@ -34,7 +34,8 @@ class Pattern:
 
 
 def pattern(op_name: str):
-    """Decorator: a named rewrite rooted at ops called ``op_name``."""
+    """Decorator: a named rewrite rooted at ops called ``op_name`` (``"*"``:
+    at every op; the rewrite picks its ops itself)."""
 
     def wrap(fn: Rewrite) -> Pattern:
         return Pattern(fn.__name__, op_name, fn)
@@ -112,7 +113,8 @@ def _apply_block(module: Module, block: Block, by_op: dict, fold: bool) -> bool:
             for region in op.regions:
                 for inner in region.blocks:
                     progress |= _apply_block(module, inner, by_op, fold)
-            rewrites = ([fold_constants] if fold else []) + [p.rewrite for p in by_op.get(op.name, ())]
+            rewrites = ([fold_constants] if fold else []) + [p.rewrite for p in by_op.get(op.name, ())] + \
+                [p.rewrite for p in by_op.get("*", ())]
             for rewrite in rewrites:
                 replacement = rewrite(op, Rewriter(module, op))
                 if replacement is None:

@@ -25,7 +25,7 @@ from ...errors import BrazeError, ScheduleError, last_line
 from ... import interrupts
 from ..kernel import Kernel, compute
 from . import amx, blocked, conv, depthwise, gemm, pointwise, winograd  # noqa: F401  (register the rules)
-from .generic import attach_to_consumers, schedule_generic
+from .generic import attach_to_consumers, schedule_generic, schedule_rows
 from .rule import PRIORITY, RULES, Rule
 from .tir import Schedule, anchors, inline
 from .user import describe, schedule_with
@@ -134,7 +134,8 @@ def _schedule(kernel: Kernel, target, choices: list[Choice]):
     for index, c in chosen.items():
         if index in blocks:
             done |= c.rule.apply(sch, blocks[index], kernel.ops[index], target, c.params)
-    for block in sch.get_child_blocks(sch.get_sblock("root")):
+    rows = not chosen and schedule_rows(sch, target)
+    for block in [] if rows else sch.get_child_blocks(sch.get_sblock("root")):
         if sch.get(block).name_hint not in done:
             try:
                 schedule_generic(sch, block, target)

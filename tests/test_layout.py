@@ -86,6 +86,31 @@ def test_per_channel_constants_are_laid_out_at_compile_time():
     assert scale.type.shape == (1, 2, 1, 1, 8)  # 16 channels: two blocks of 8, innermost
 
 
+def _squeeze_excitation():
+    """conv -> SiLU -> squeeze-and-excitation (global mean, conv to 2 channels, relu, conv back,
+    sigmoid, scale) -> conv: EfficientNet's block."""
+    return _model([_conv("x", "w1", "a", k=3), helper.make_node("Sigmoid", ["a"], ["g"]),
+                   helper.make_node("Mul", ["a", "g"], ["h"]),
+                   helper.make_node("GlobalAveragePool", ["h"], ["p"]), _conv("p", "f1", "q", bias="c1"),
+                   helper.make_node("Relu", ["q"], ["r"]), _conv("r", "f2", "t", bias="c2"),
+                   helper.make_node("Sigmoid", ["t"], ["s"]), helper.make_node("Mul", ["h", "s"], ["e"]),
+                   _conv("e", "w2", "out")],
+                  [("x", [1, 16, 6, 6])], ["out"],
+                  {"w1": _w(16, 16, 3, 3), "f1": _w(2, 16, 1, 1), "c1": _w(2), "f2": _w(16, 2, 1, 1), "c2": _w(16),
+                   "w2": _w(16, 16, 1, 1)})
+
+
+def test_a_squeeze_and_excitation_scale_stays_blocked():
+    module = _laid_out(_squeeze_excitation())
+    ops = _ops(module)
+    # the 2-channel squeeze conv stays plain (its pooled input converted back: 16 values), the
+    # expand conv reads it plain and writes blocks, and the scale multiplies the blocked map
+    assert ops["nn.conv_blocked"] == 3 and ops["nn.conv"] == 1
+    assert ops["layout.from_blocked"] == 2 and ops["layout.to_blocked"] == 1
+    (scale,) = [op for op in module.main.body.ops if op.name == "math.mul" and op.operands[1].type.size == 16]
+    assert [v.type.shape for v in scale.operands] == [(1, 2, 6, 6, 8), (1, 2, 1, 1, 8)]
+
+
 def test_a_lone_conv_stays_plain():
     model = _model([_conv("x", "w", "y", k=3), helper.make_node("Relu", ["y"], ["out"])],
                    [("x", [1, 16, 6, 6])], ["out"], {"w": _w(16, 16, 3, 3)})

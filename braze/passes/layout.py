@@ -88,6 +88,11 @@ _POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
 _REDUCTIONS = frozenset({"reduce.mean", "reduce.max", "reduce.min", "reduce.sum"})
 
 
+def _per_channel_shape(small: tuple, shape: tuple) -> bool:
+    """``small`` is one value per channel (and image) of an NCHW ``shape``."""
+    return len(small) == 4 and small[1] == shape[1] and small[2:] == (1, 1) and small[0] in (1, shape[0])
+
+
 class _Chains:
     """Which values can be blocked, grouped into chains (union-find)."""
 
@@ -136,16 +141,19 @@ class _Chains:
         if op.name in _BINARY:
             # the other operand: blocked alike, a per-channel or scalar
             # constant, or a plain value of the same shape (converted, as a
-            # residual add's shortcut from outside the chain)
+            # residual add's shortcut from outside the chain); blocked or
+            # plain, it may also be one value per channel, (N, C, 1, 1): a
+            # squeeze-and-excitation scale
             shape = op.result.type.shape
             for v in op.operands:
+                fits = v.type.shape == shape or _per_channel_shape(v.type.shape, shape)
                 if id(v) in self.blocks:
-                    if v.type.shape != shape or self.blocks[id(v)] != block:
+                    if not fits or self.blocks[id(v)] != block:
                         return None
                 elif constant_value(v, self.module) is not None:
                     if per_channel(constant_value(v, self.module), 4, 1, shape[1]) is None:
                         return None
-                elif v.type.shape != shape:
+                elif not fits:
                     return None
             return [block]
         attrs = opdef.normalize_attrs(op.attributes) if opdef is not None else {}

@@ -87,8 +87,8 @@ def test_accumulator_budget():
     assert pick_tile([(8, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency (4 x 2 units)
 
 
-@pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16, "unroll_k": 4}),
-                                          (AVX512, {"tile_m": 8, "tile_n": 32, "unroll_k": 4})])
+@pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16, "unroll_k": 4, "order": 1}),
+                                          (AVX512, {"tile_m": 8, "tile_n": 32, "unroll_k": 4, "order": 1})])
 def test_gemm_tile_fits_the_registers(isa, expected):
     """bert-base's FFN matmul: 6x16 on AVX2 (12 accumulators, 2 B vectors, a
     broadcast), 8x32 on AVX-512; 4 k steps a loop body on both."""
@@ -98,6 +98,24 @@ def test_gemm_tile_fits_the_registers(isa, expected):
     op = _anchor(model, "nn.matmul")
     params = gemm.defaults(op, None, target)
     assert params == expected
+    nv = params["tile_n"] // lanes(target)
+    assert params["tile_m"] * nv + nv + 2 <= registers(target)
+
+
+@pytest.mark.parametrize("isa,tile", [(AVX2, (6, 16)), (AVX512, (6, 64))])
+def test_gemm_attention_tiles(isa, tile):
+    """Attention: the scores (B = K transposed, 64 KB) written row band by
+    row band (order 2); times V, a 64-column output in one 6 x 64 tile
+    where 32 registers hold it (AVX-512), so the weights are read once."""
+    target = _target(*isa)
+    scores = _model([helper.make_node("MatMul", ["q", "k"], ["s"])], [("q", [8, 256, 64]), ("k", [8, 64, 256])],
+                    ["s"], {})
+    params = gemm.defaults(_anchor(scores, "nn.matmul"), None, target)
+    assert params["order"] == 2
+    mixed = _model([helper.make_node("MatMul", ["p", "v"], ["o"])], [("p", [8, 256, 256]), ("v", [8, 256, 64])],
+                   ["o"], {})
+    params = gemm.defaults(_anchor(mixed, "nn.matmul"), None, target)
+    assert (params["tile_m"], params["tile_n"]) == tile and params["order"] == 1
     nv = params["tile_n"] // lanes(target)
     assert params["tile_m"] * nv + nv + 2 <= registers(target)
 

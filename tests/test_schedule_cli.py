@@ -73,7 +73,7 @@ def test_kernels_lists_flops_bytes_and_rule(mlp, conv, braze_cli):
     assert k["ops"] == ["nn.matmul", "math.add", "math.relu"] and k["anchor"] == "nn.matmul"
     assert k["flops"] == MLP_FLOPS
     assert k["bytes"] == 4 * (64 * 256 + 256 * 256 + 256 + 64 * 256)
-    assert k["schedule"] == "gemm" and set(k["schedule_params"]["nn.matmul#0"]) == {"tile_m", "tile_n", "unroll_k"}
+    assert k["schedule"] == "gemm" and set(k["schedule_params"]["nn.matmul#0"]) == {"tile_m", "tile_n", "unroll_k", "order"}
     assert [i["const"] for i in k["inputs"]] == [False, True, True]
     assert k["packed"] == [f"gemm-panels-{k['schedule_params']['nn.matmul#0']['tile_n']}"]
     assert k["rules"] == ["generic", "gemm"]
@@ -187,7 +187,7 @@ def test_schedule_function_variants_and_pin(mlp, tmp_path):
     ("k0_mm_matmul", "gemm", "did you mean k0_mm_matmul_epilogue"),
     ("k0", "fancy", "unknown schedule rule 'fancy'"),
     ("k0", "conv2d", "rule 'conv2d' does not apply"),
-    ("k0", "gemm:tile_q=4", "unknown schedule parameter 'tile_q' (rule gemm takes tile_m, tile_n, unroll_k)"),
+    ("k0", "gemm:tile_q=4", "unknown schedule parameter 'tile_q' (rule gemm takes order, tile_m, tile_n, unroll_k)"),
     ("k0", "gemm:tile_m=four", "the value must be an integer"),
     ("k0", "gemm:tile_m=0", "must be a positive integer"),
     ("k0", "generic:tile_m=4", "the generic schedule takes no parameters"),

@@ -71,7 +71,10 @@ def softmax(x, *, axis):
     shifted = te.compute(wide.shape, lambda *i: wide(*i) - top(*i[:axis], 0, *i[axis + 1:]), name="softmax_shift")
     e = fast.exp(shifted)
     total = reduce_over(e, [axis], True, te.sum, "softmax_sum")
-    y = te.compute(wide.shape, lambda *i: e(*i) / total(*i[:axis], 0, *i[axis + 1:]), name="softmax_norm")
+    # one division a row, a multiply an element (within an ulp of e / total;
+    # 0 * inf is NaN as 0 / 0 is)
+    inverse = te.compute(total.shape, lambda *i: tirx.const(1.0, "float32") / total(*i), name="softmax_inverse")
+    y = te.compute(wide.shape, lambda *i: e(*i) * inverse(*i[:axis], 0, *i[axis + 1:]), name="softmax_norm")
     return cast(y, dtype(x))
 
 

@@ -81,6 +81,17 @@ def test_gemm_unrolls_k_steps_that_divide_it(k, steps):
     assert one.kernels[0]["schedule_params"]["nn.matmul#0"]["unroll_k"] == 1
 
 
+@pytest.mark.parametrize("shape,n,order", [([1, 7, 7, 48], 64, 1), ([3, 5, 40], 96, 1), ([2, 9, 40], 24, 2)])
+def test_batched_gemm_by_a_shared_weight(shape, n, order):
+    """A weight times a batch (ConvNeXt's [1, 7, 7, C]): with column tiles
+    outside, the batches run inside each column panel; with rows outside,
+    as they are. Numerics with an epilogue, both orders pinned."""
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
+                   [("x", shape)], ["out"], {"w": _w(shape[-1], n)})
+    art = _check(model, schedules={"k0": {"rule": "gemm", "params": {"order": order}}})
+    assert art.kernels[0]["schedule_params"]["nn.matmul#0"]["order"] == order
+
+
 @pytest.mark.parametrize("n", [32, 19])
 def test_batched_gemm_of_two_activations(n):
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("Softmax", ["y"], ["out"],

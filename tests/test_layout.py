@@ -179,6 +179,23 @@ def test_split_concat_pools_and_depthwise_convs_stay_blocked():
     assert ops["layout.to_blocked"] == 1 and ops["layout.from_blocked"] == 2
 
 
+def _grouped(channels: int, group: int, stride: int = 1):
+    """conv 1x1 -> grouped conv 3x3 (RegNet's, ResNeXt's) -> relu -> conv 1x1."""
+    return _model([_conv("x", "w1", "a"), _conv("a", "wg", "g", k=3, stride=stride, group=group, bias="bg"),
+                   helper.make_node("Relu", ["g"], ["r"]), _conv("r", "w2", "out")],
+                  [("x", [1, 16, 10, 10])], ["out"],
+                  {"w1": _w(channels, 16, 1, 1), "wg": _w(channels, channels // group, 3, 3), "bg": _w(channels),
+                   "w2": _w(16, channels, 1, 1)})
+
+
+@pytest.mark.parametrize("channels,group,blocked", [(32, 2, True), (32, 4, True), (32, 8, False)])
+def test_grouped_convs_of_whole_blocks_stay_blocked(channels, group, blocked):
+    # groups of 16 or 8 channels: whole blocks of 8; of 4: no block, the grouped conv stays plain
+    module = _laid_out(_grouped(channels, group))
+    grouped = [op for op in module.main.body.ops if op.name.startswith("nn.conv") and op.attributes.get("group", 1) > 1]
+    assert [op.name for op in grouped] == ["nn.conv_blocked" if blocked else "nn.conv"]
+
+
 def test_the_pass_runs_on_cpu_targets_at_levels_1_to_3():
     assert "layout" not in str(pipeline(0, target=get_target("cpu-avx2")))
     assert "layout{block=8}" in str(pipeline(2, target=get_target("cpu-avx2")))
@@ -226,6 +243,13 @@ def test_blocked_kernels_match_onnxruntime():
     # that the depthwise rule takes (the pool a stage of its own in it)
     (pooled,) = [k for k in plain.kernels if k["name"].endswith("conv_pool")]
     assert pooled["schedule"] == "depthwise"
+
+
+@pytest.mark.parametrize("group,stride", [(2, 1), (4, 2), (4, 1)])
+def test_grouped_blocked_kernels_match_onnxruntime(group, stride):
+    # one or several output blocks a group (a tile never spans two groups), strided or not
+    art = _compiled(_grouped(64, group, stride))
+    assert _schedules(art)["blocked"] == 3
 
 
 def test_blocked_tiles_fit_the_register_file():

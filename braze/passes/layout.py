@@ -26,6 +26,7 @@ feeds no other conv (``narrow_ends``).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -176,12 +177,17 @@ class _Chains:
         if x.type.rank != 4 or x.type.dtype != "f32" or constant_value(w, self.module) is None:
             return None
         m, c = w.type.shape[0], x.type.shape[1]
-        block = channel_block(m, self.block)
         group = attrs["group"]
         depthwise = group > 1 and group == c == m and w.type.shape[1] == 1
-        if block is None or (group != 1 and not depthwise):
+        if group == 1 or depthwise:
+            block = channel_block(m, self.block)
+        else:  # grouped: each group whole blocks of input and output channels
+            block = channel_block(math.gcd(m // group, c // group), self.block)
+            if block is not None and (m // group) % block:
+                block = None
+        if block is None:
             return None
-        if depthwise and (self.blocks.get(id(x)) or channel_block(c, self.block)) != block:
+        if group != 1 and (self.blocks.get(id(x)) or channel_block(c, self.block)) != block:
             return None
         return [block]
 

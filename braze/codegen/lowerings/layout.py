@@ -38,7 +38,7 @@ def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block):
     acc = accumulator_dtype(x)
     rh = te.reduce_axis((0, kh), name="rh")
     rw = te.reduce_axis((0, kw), name="rw")
-    if group > 1:  # depthwise: channel ko*block + kl reads its own input channel
+    if group > 1 and cg == 1:  # depthwise: channel ko*block + kl reads its own input channel
         def at(b, ko, i, j, kl):
             return te.sum(x[b, ko, i * sh + rh * dh, j * sw + rw * dw, kl].astype(acc)
                           * w[ko * block + kl, 0, rh, rw].astype(acc), axis=[rh, rw])
@@ -52,9 +52,12 @@ def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block):
         bi = int(x.shape[4])
         rco = te.reduce_axis((0, cg // bi), name="rco")
         rci = te.reduce_axis((0, bi), name="rci")
+        # grouped: output block ko reads the input blocks of its group
+        out_blocks, in_blocks = m // group // block, cg // bi
 
         def at(b, ko, i, j, kl):
-            return te.sum(x[b, rco, i * sh + rh * dh, j * sw + rw * dw, rci].astype(acc)
+            first = ko // out_blocks * in_blocks if group > 1 else 0
+            return te.sum(x[b, first + rco, i * sh + rh * dh, j * sw + rw * dw, rci].astype(acc)
                           * w[ko * block + kl, rco * bi + rci, rh, rw].astype(acc), axis=[rco, rh, rw, rci])
 
     y = te.compute((n, m // block, oh, ow, block), at, name="conv", attrs=anchor_attrs())

@@ -38,7 +38,7 @@ def _attrs(op) -> dict:
 
 
 def _depthwise(op) -> bool:
-    return _attrs(op)["group"] > 1
+    return _attrs(op)["group"] > 1 and op.operands[1].type.shape[1] == 1
 
 
 def blocked_applies(op, kernel, target) -> bool:
@@ -58,8 +58,9 @@ def blocked_defaults(op, kernel, target) -> dict | None:
         # than padded rows on MobileNetV2's depthwise convs, Xeon AVX-512)
         return {"tile_k": 1, "tile_w": tile_w, "order": 2, "pad": 2}
     candidates = []
+    group_blocks = kb // _attrs(op)["group"]  # output blocks a group (all of them when dense)
     for nb in (2, 1):
-        if kb % nb == 0:
+        if group_blocks % nb == 0:  # a tile's blocks share their input: one group's
             tile_w = divisor_at_most(ow, accumulators(target, nb) // nb)
             candidates.append((nb * tile_w, {"tile_k": nb, "tile_w": tile_w}))
     params = pick_tile(candidates, target)

@@ -78,8 +78,9 @@ class ConvBlocked(OpDef):
     whose few input channels fill no block); ``w`` is ``(M, C/group, R, S)``
     as in ``nn.conv`` (a schedule rule packs it at compile time); optional
     ``bias`` ``(M,)``. The result is ``(N, M/block, OH, OW, block)``.
-    ``group`` is 1 (dense) or the channel count (depthwise, one weight per
-    channel, with ``bi == block``)."""
+    ``group`` is 1 (dense), the channel count (depthwise, one weight per
+    channel), or a count whose groups are whole blocks of input and output
+    channels (grouped: RegNet's convs); both with ``bi == block``."""
 
     name = "nn.conv_blocked"
     contraction = "conv"
@@ -95,10 +96,12 @@ class ConvBlocked(OpDef):
         m = w.shape[0]
         if block < 1 or m % block:
             raise VerifyError(f"block {block} does not divide the {m} output channels")
-        if group != 1 and not (group == plain.shape[1] == m and w.shape[1] == 1 and x.rank == 5
-                               and x.shape[-1] == block):
-            raise VerifyError(f"group must be 1 or, depthwise, the channel count with a blocked input of the "
-                              f"output's block; got group={group} for {x} and {w}")
+        depthwise = group == plain.shape[1] == m and w.shape[1] == 1
+        whole = group > 0 and w.shape[1] % block == 0 and (m // group) % block == 0
+        if group != 1 and not ((depthwise or whole) and x.rank == 5 and x.shape[-1] == block):
+            raise VerifyError(f"group must be 1, or (depthwise, or groups of whole blocks of input and output "
+                              f"channels) with a blocked input of the output's block; got group={group} for "
+                              f"{x} and {w}")
         y = Conv().infer(plain, w, bias, strides=strides, pads=pads, dilations=dilations, group=group)
         n, _, oh, ow = y.shape
         return y.with_shape((n, m // block, oh, ow, block))

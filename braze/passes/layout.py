@@ -5,12 +5,14 @@ channels per pixel, for which the input wants the same ``b`` channels of a
 pixel side by side. In NCHW they are a map apart. The pass gives whole conv
 chains the blocked layout ``(N, C/b, H, W, b)`` (docs/passes.md, "layout"):
 
-- a 2-D float32 ``nn.conv`` with constant weights, dense or depthwise, whose
-  output channels divide into blocks, becomes ``nn.conv_blocked``;
+- a 2-D float32 ``nn.conv`` with constant weights, dense, depthwise or
+  grouped in whole blocks, whose output channels divide into blocks,
+  becomes ``nn.conv_blocked``;
 - elementwise ops follow a blocked operand when every other operand is a
   blocked value of the same shape, a per-channel or scalar constant (the
   constant is re-laid out now, at compile time) or a plain value of the
-  same shape (converted): bias, BN, activations, residual adds;
+  same shape (converted): bias, BN, activations, residual adds; or one
+  value per channel, blocked or plain (a squeeze-and-excitation scale);
 - concat and split along the channels, when every part is whole blocks;
   pools over the two spatial dims; a global mean/max/min/sum (keepdims);
 - ``layout.to_blocked`` and ``layout.from_blocked`` appear only where a
@@ -183,8 +185,6 @@ class _Chains:
             block = channel_block(m, self.block)
         else:  # grouped: each group whole blocks of input and output channels
             block = channel_block(math.gcd(m // group, c // group), self.block)
-            if block is not None and (m // group) % block:
-                block = None
         if block is None:
             return None
         if group != 1 and (self.blocks.get(id(x)) or channel_block(c, self.block)) != block:

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from onnx import helper
 
-from braze.codegen.schedules import conv, gemm, pointwise, winograd
+from braze.codegen.schedules import blocked, conv, gemm, pointwise, winograd
 from braze.codegen.schedules.rule import accumulators, lanes, min_accumulators, pick_tile, registers
 from braze.compiler import compile as braze_compile
 from braze.ir import Module
@@ -167,6 +167,37 @@ def test_winograd_tile_fits_the_registers(isa):
     nv = p["tile_k"] // lanes(target)
     assert p["tile_t"] * nv <= accumulators(target, nv)
     assert p["tile_t"] * nv >= 7  # 7 tiles a row: never a 1-tile sliver
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+@pytest.mark.parametrize("hw,k,stride", [(56, 1, 1), (28, 3, 1), (14, 1, 2), (7, 3, 1)])
+def test_blocked_tiles_fit_the_registers(isa, hw, k, stride):
+    """Blocked convs: the micro-kernel broadcasts one column at a time into
+    its tile_k weight vectors, so the tile may take the register file less
+    those vectors, the broadcast and one for LLVM: 2 blocks x 14 columns on
+    AVX-512's 32 registers where 14 divide the row, 7 on a 7-wide map;
+    AVX2's 16 registers keep 8 or 7 accumulators."""
+    from braze.frontend import import_onnx
+    from braze.passes import PassManager
+
+    target = _target(*isa)
+    block = lanes(target)
+    model = _model([helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+                    helper.make_node("Relu", ["a"], ["r"]),
+                    helper.make_node("Conv", ["r", "w2"], ["out"], kernel_shape=[k, k], strides=[stride] * 2,
+                                     pads=[k // 2] * 4)],
+                   [("x", [1, 64, hw * stride, hw * stride])], ["out"], {"w1": _w(64, 64, 1, 1), "w2": _w(128, 64, k, k)})
+    module = import_onnx(model)
+    PassManager.parse(f"canonicalize,cse,dce,layout{{block={block}}}").run(module)
+    ops = [op for op in module.main.body.ops if op.name == "nn.conv_blocked"]
+    assert len(ops) == 2
+    p = blocked.blocked_defaults(ops[1], None, target)
+    assert hw % p["tile_w"] == 0
+    assert p["tile_k"] * p["tile_w"] + p["tile_k"] + 2 <= registers(target)
+    if isa == AVX512:
+        assert (p["tile_k"], p["tile_w"]) == ((2, 7) if hw == 7 else (2, 14))
+    else:
+        assert p["tile_k"] * p["tile_w"] in (7, 8)
 
 
 def test_avx512_kernels_build_on_any_host():

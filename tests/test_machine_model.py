@@ -169,35 +169,52 @@ def test_winograd_tile_fits_the_registers(isa):
     assert p["tile_t"] * nv >= 7  # 7 tiles a row: never a 1-tile sliver
 
 
-@pytest.mark.parametrize("isa", [AVX2, AVX512])
-@pytest.mark.parametrize("hw,k,stride", [(56, 1, 1), (28, 3, 1), (14, 1, 2), (7, 3, 1)])
-def test_blocked_tiles_fit_the_registers(isa, hw, k, stride):
-    """Blocked convs: the micro-kernel broadcasts one column at a time into
-    its tile_k weight vectors, so the tile may take the register file less
-    those vectors, the broadcast and one for LLVM: 2 blocks x 14 columns on
-    AVX-512's 32 registers where 14 divide the row, 7 on a 7-wide map;
-    AVX2's 16 registers keep 8 or 7 accumulators."""
+def _blocked_conv(target, hw, k, stride, c=64, m=128):
+    """The second conv of a 1x1 conv -> relu -> conv chain, made blocked by
+    the layout pass for ``target``."""
     from braze.frontend import import_onnx
     from braze.passes import PassManager
 
-    target = _target(*isa)
-    block = lanes(target)
     model = _model([helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
                     helper.make_node("Relu", ["a"], ["r"]),
                     helper.make_node("Conv", ["r", "w2"], ["out"], kernel_shape=[k, k], strides=[stride] * 2,
                                      pads=[k // 2] * 4)],
-                   [("x", [1, 64, hw * stride, hw * stride])], ["out"], {"w1": _w(64, 64, 1, 1), "w2": _w(128, 64, k, k)})
+                   [("x", [1, c, hw * stride, hw * stride])], ["out"], {"w1": _w(c, c, 1, 1), "w2": _w(m, c, k, k)})
     module = import_onnx(model)
-    PassManager.parse(f"canonicalize,cse,dce,layout{{block={block}}}").run(module)
+    PassManager.parse(f"canonicalize,cse,dce,layout{{block={lanes(target)}}}").run(module)
     ops = [op for op in module.main.body.ops if op.name == "nn.conv_blocked"]
     assert len(ops) == 2
-    p = blocked.blocked_defaults(ops[1], None, target)
-    assert hw % p["tile_w"] == 0
+    return ops[1]
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+@pytest.mark.parametrize("hw,k,stride,m", [(56, 1, 1, 128), (28, 3, 1, 128), (14, 1, 2, 128), (7, 3, 1, 128),
+                                           (112, 1, 1, 48)])
+def test_blocked_tiles_fit_the_registers(isa, hw, k, stride, m):
+    """Blocked convs: the micro-kernel broadcasts one column at a time into
+    its tile_k weight vectors, so the tile may take the register file less
+    those vectors, the broadcast and one for LLVM: 2 blocks x 14 columns on
+    AVX-512's 32 registers where 14 divide the row, 7 on a 7-wide map, 3
+    blocks x 8 columns where the channels are 3 blocks; AVX2's 16
+    registers keep 8 or 7 accumulators."""
+    target = _target(*isa)
+    p = blocked.blocked_defaults(_blocked_conv(target, hw, k, stride, m=m), None, target)
+    assert hw % p["tile_w"] == 0 and (m // lanes(target)) % p["tile_k"] == 0
     assert p["tile_k"] * p["tile_w"] + p["tile_k"] + 2 <= registers(target)
     if isa == AVX512:
-        assert (p["tile_k"], p["tile_w"]) == ((2, 7) if hw == 7 else (2, 14))
+        assert (p["tile_k"], p["tile_w"]) == ((3, 8) if m == 48 else (2, 7) if hw == 7 else (2, 14))
     else:
         assert p["tile_k"] * p["tile_w"] in (7, 8)
+
+
+@pytest.mark.parametrize("c,block_c", [(1024, 64), (80, 80)])
+def test_blocked_k_blocks(c, block_c):
+    """Channel blocks outside (order 1) on a small map: the reduction in K
+    blocks of up to 64 input channels, so that cold weights stream; none
+    where a K block would be under 32 (80 channels: 5 blocks of 16)."""
+    target = _target(*AVX512)
+    p = blocked.blocked_defaults(_blocked_conv(target, 14, 1, 1, c=c, m=256), None, target)
+    assert (p["order"], p["block_c"]) == (1, block_c)
 
 
 def test_avx512_kernels_build_on_any_host():

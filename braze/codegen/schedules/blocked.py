@@ -68,7 +68,7 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     # old order, blocks outside columns, spilled beyond 16 accumulators). A
     # plain input (a stem): 16, its 2 x 14 tile ran 7-10% slower than 2 x 8
     cap = registers(target) if op.operands[0].type.rank == 5 else 16
-    for nb in (2, 1):
+    for nb in (2, 3, 1):
         if group_blocks % nb == 0:  # a tile's blocks share their input: one group's
             tile_w = divisor_at_most(ow, accumulators(target, nb, cap=cap) // nb)
             candidates.append((nb * tile_w, {"tile_k": nb, "tile_w": tile_w}))
@@ -105,7 +105,9 @@ def _block_c(op, target, params) -> int:
         return c
     bi = x.shape[4]
     blocks = divisor_at_most(c // bi, max(1, BLOCK_C // bi))
-    return blocks * bi if blocks * bi < c else c
+    # a K block under half of BLOCK_C reloads the tile's accumulators too
+    # often: all channels then
+    return blocks * bi if 2 * blocks * bi >= BLOCK_C and blocks * bi < c else c
 
 
 def blocked_packings(op, kernel, target, params) -> dict:

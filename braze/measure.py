@@ -326,17 +326,22 @@ def attribute_nodes(onnx_model, kernels: list[dict], rows: list[tuple[str, str, 
     """onnxruntime's time per braze kernel. An onnxruntime node counts for
     the kernel holding the ONNX node of its name or, for a node onnxruntime
     made, the node producing the tensor it is named after (its name less
-    ``_suffix`` parts). Returns ({kernel: ms}, the rows matched to no kernel:
-    onnxruntime's own layout changes and what braze folded away)."""
+    ``_suffix`` parts), or the node a fusion of onnxruntime is named after
+    (its name less ``/Suffix/`` parts: ``/blk/Mul/QuickGeluFusion/``, a
+    SiLU, counts for the kernel holding ``/blk/Mul``). Returns ({kernel:
+    ms}, the rows matched to no kernel: onnxruntime's own layout changes
+    and what braze folded away)."""
     node_kernel = {n: k["name"] for k in kernels for n in k["nodes"]}
     producer = {out: node.name for node in onnx_model.graph.node for out in node.output}
     per_kernel: dict[str, float] = {}
     unmatched = []
     for name, op, ms in rows:
-        kernel, candidate = None, name
-        while kernel is None and candidate:
-            kernel = node_kernel.get(candidate) or node_kernel.get(producer.get(candidate, ""))
-            candidate = candidate.rpartition("_")[0]
+        kernel = None
+        for sep in "_/":
+            candidate = name
+            while kernel is None and candidate:
+                kernel = node_kernel.get(candidate) or node_kernel.get(producer.get(candidate, ""))
+                candidate = candidate.rstrip(sep).rpartition(sep)[0]
         if kernel is None:
             unmatched.append((name, op, ms))
         else:

@@ -103,17 +103,20 @@ def test_attribute_nodes_by_name_and_by_output():
     graph = helper.make_graph(
         [helper.make_node("Conv", ["x", "w"], ["conv_out"], name="node_Conv_1"),
          helper.make_node("Relu", ["conv_out"], ["relu_2"], name="node_Relu_2"),
-         helper.make_node("Add", ["relu_2", "x"], ["y"], name="node_Add_3")],
+         helper.make_node("Add", ["relu_2", "x"], ["s"], name="node_Add_3"),
+         helper.make_node("Sigmoid", ["s"], ["g"], name="/blk/Sigmoid"),
+         helper.make_node("Mul", ["s", "g"], ["y"], name="/blk/Mul")],
         "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])],
         [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1])])
     kernels = [{"name": "k0_conv", "nodes": ["node_Conv_1", "node_Relu_2"]},
-               {"name": "k1_add", "nodes": ["node_Add_3"]}]
+               {"name": "k1_add", "nodes": ["node_Add_3", "/blk/Sigmoid", "/blk/Mul"]}]
     rows = [("ReorderInput", "ReorderInput", 0.25),
             ("relu_2_nchwc", "Conv", 1.0),  # onnxruntime's fused conv, named after the Relu's output
             ("node_Add_3", "Add", 0.5),
-            ("node_Add_3_kernel", "Add", 0.125)]  # a name with a suffix of its own
+            ("node_Add_3_kernel", "Add", 0.125),  # a name with a suffix of its own
+            ("/blk/Mul/QuickGeluFusion/", "QuickGelu", 0.0625)]  # onnxruntime's SiLU, named after the Mul
     per_kernel, unmatched = attribute_nodes(helper.make_model(graph), kernels, rows)
-    assert per_kernel == {"k0_conv": 1.0, "k1_add": 0.625}
+    assert per_kernel == {"k0_conv": 1.0, "k1_add": 0.6875}
     assert unmatched == [("ReorderInput", "ReorderInput", 0.25)]
 
 

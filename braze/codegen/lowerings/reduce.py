@@ -118,7 +118,7 @@ def sum_(x, *, axes, keepdims):
     empty = _over_empty(x, axes, keepdims, 0)
     if empty is not None:
         return empty
-    return cast(topi.sum(accumulate(x), axis=list(axes), keepdims=keepdims), dtype(x))
+    return cast(reduce_over(accumulate(x), axes, keepdims, te.sum, "sum"), dtype(x))
 
 
 @lowering("reduce.mean")
@@ -128,7 +128,9 @@ def mean(x, *, axes, keepdims):
         return empty
     # numpy means integers in float64 (no wrap-around) and truncates the result
     wide = cast(x, "float64") if "int" in dtype(x) else accumulate(x)
-    total = topi.sum(wide, axis=list(axes), keepdims=keepdims)
+    # reduce_over, not topi.sum: it marks the kept dims after the reduced
+    # ones, which the schedule vectorizes (a blocked global mean's channels)
+    total = reduce_over(wide, axes, keepdims, te.sum, "sum")
     return cast(topi.divide(total, float(_count(x, axes))), dtype(x))
 
 

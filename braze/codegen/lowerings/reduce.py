@@ -168,10 +168,10 @@ def l2(x, *, axes, keepdims):
     if "int" in dtype(x):
         # numpy squares in the input type, sums in 64 bits and roots in float64
         squares = cast(topi.multiply(x, x), "uint64" if dtype(x).startswith("u") else "int64")
-        total = cast(topi.sum(squares, axis=list(axes), keepdims=keepdims), "float64")
+        total = cast(reduce_over(squares, axes, keepdims, te.sum, "sum"), "float64")
     else:
         wide = accumulate(x)
-        total = topi.sum(topi.multiply(wide, wide), axis=list(axes), keepdims=keepdims)
+        total = reduce_over(topi.multiply(wide, wide), axes, keepdims, te.sum, "sum")
     return cast(topi.sqrt(total), dtype(x))
 
 

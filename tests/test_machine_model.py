@@ -207,11 +207,12 @@ def test_blocked_tiles_fit_the_registers(isa, hw, k, stride, m):
         assert p["tile_k"] * p["tile_w"] in (7, 8)
 
 
-@pytest.mark.parametrize("c,block_c", [(1024, 64), (80, 80)])
+@pytest.mark.parametrize("c,block_c", [(1024, 64), (80, 80), (784, 112)])
 def test_blocked_k_blocks(c, block_c):
     """Channel blocks outside (order 1) on a small map: the reduction in K
-    blocks of up to 64 input channels, so that cold weights stream; none
-    where a K block would be under 32 (80 channels: 5 blocks of 16)."""
+    blocks of up to 64 input channels, so that cold weights stream; where
+    no divisor from 32 to 64 exists, the smallest up to 128 (784: 49 blocks
+    of 16, 7 a K block), else none (80 channels: 5 blocks of 16)."""
     target = _target(*AVX512)
     p = blocked.blocked_defaults(_blocked_conv(target, 14, 1, 1, c=c, m=256), None, target)
     assert (p["order"], p["block_c"]) == (1, block_c)

@@ -104,10 +104,14 @@ def _block_c(op, target, params) -> int:
     if x.rank != 5 or params["order"] != 1 or params["tile_k"] * block * oh * ow * 4 > l1:
         return c
     bi = x.shape[4]
-    blocks = divisor_at_most(c // bi, max(1, BLOCK_C // bi))
-    # a K block under half of BLOCK_C reloads the tile's accumulators too
-    # often: all channels then
-    return blocks * bi if 2 * blocks * bi >= BLOCK_C and blocks * bi < c else c
+    n, target = c // bi, max(1, BLOCK_C // bi)
+    blocks = divisor_at_most(n, target)
+    if 2 * blocks < target:
+        # a K block under half of BLOCK_C reloads the tile's accumulators
+        # too often: the smallest divisor up to twice BLOCK_C instead (7
+        # blocks of RegNetY's 49), else all channels
+        blocks = min((d for d in range(target + 1, 2 * target + 1) if n % d == 0), default=n)
+    return blocks * bi if blocks * bi < c else c
 
 
 def blocked_packings(op, kernel, target, params) -> dict:

@@ -128,8 +128,12 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
                 sch.vectorize(v)
             elif 4 <= n <= 8 * vec:
                 sch.vectorize(inner[-1])
-            # else a long row that is no whole number of vectors: left to
-            # LLVM (a masked split made Whisper's softmax 1.3x slower)
+            elif _exact_width(n, vec) is not None:
+                # a long row that is no whole number of vectors: split by
+                # the divisor nearest a vector, as the reductions are (a
+                # masked split made Whisper's softmax 1.3x slower)
+                _, v = sch.split(inner[-1], [None, _exact_width(n, vec)])
+                sch.vectorize(v)
     if rows * extent(sch, sch.get_loops(out)[-1]) >= min_parallel:
         sch.parallel(row)
     return True
@@ -152,12 +156,18 @@ def _row_rfactor(sch: Schedule, block, target):
     n, vec = extent(sch, loops[-1]), lanes(target, write_dtype(sch, block))
     if vec < 2 or n < 2 * vec:
         return block
-    width = min((d for d in range(max(4, vec // 2), 2 * vec + 1) if n % d == 0 and n >= 2 * d),
-                key=lambda d: (abs(d - vec), -d), default=None)
+    width = _exact_width(n, vec)
     if width is None:
         return None
     _, inner = sch.split(loops[-1], [None, width])
     return sch.rfactor(inner, factor_axis=0)
+
+
+def _exact_width(n: int, vec: int) -> int | None:
+    """The divisor of a row of ``n`` nearest to ``vec`` lanes, from half
+    to twice a vector (15 for 1500 with 16 lanes), or None."""
+    return min((d for d in range(max(4, vec // 2), 2 * vec + 1) if n % d == 0 and n >= 2 * d),
+               key=lambda d: (abs(d - vec), -d), default=None)
 
 
 def _reduce_vectorized(sch: Schedule, block, lead, reduce_loops, trailing: int, target, parallel: bool) -> None:

@@ -144,7 +144,8 @@ def test_conv_tiles_fit_the_registers(isa, hw):
 def test_pointwise_tiles_fit_the_registers(isa, hw, k, stride):
     """1x1 convs: two vectors of pixels (padded to whole tiles) by as many
     rows of output channels as the registers hold: 6x16 with AVX2, 8x32
-    with AVX-512, whatever the map and channel counts."""
+    with AVX-512 for channel counts that 8 divide (the rows that pad the
+    channels least, from 8 to 14)."""
     target = _target(*isa)
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1], strides=[stride, stride])],
                    [("x", [1, 64, stride * hw, stride * hw])], ["out"], {"w": _w(k, 64, 1, 1)})
@@ -155,6 +156,21 @@ def test_pointwise_tiles_fit_the_registers(isa, hw, k, stride):
     assert p["tile_n"] == 2 * v
     assert p["tile_m"] * 2 + 2 + 2 <= registers(target)
     assert (p["tile_m"], p["tile_n"]) == ((6, 16) if isa == AVX2 else (8, 32))
+
+
+@pytest.mark.parametrize("isa", [AVX2, AVX512])
+@pytest.mark.parametrize("k,rows", [(116, 13), (58, 12), (232, 8)])
+def test_pointwise_rows_pad_the_channels_least(isa, k, rows):
+    """With AVX-512 the row tile takes 8 to 14 rows (one broadcast live:
+    up to 28 accumulators), the count whose padded rows are fewest, the
+    larger on a tie: ShuffleNet's 116 channels in 9 tiles of 13 (117 rows),
+    58 in 5 of 12; AVX2 keeps 6."""
+    target = _target(*isa)
+    model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1])],
+                   [("x", [1, 64, 28, 28])], ["out"], {"w": _w(k, 64, 1, 1)})
+    p = pointwise.pw_defaults(_anchor(model, "nn.conv"), None, target)
+    assert p["tile_m"] == (6 if isa == AVX2 else rows)
+    assert p["tile_m"] * 2 + 2 + 2 <= registers(target)
 
 
 @pytest.mark.parametrize("isa", [AVX2, AVX512])

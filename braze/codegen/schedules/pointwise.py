@@ -15,7 +15,7 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .rule import Rule, accumulators, divisor_at_most, lanes, register, weight_param, wide
+from .rule import Rule, accumulators, divisor_at_most, lanes, register, registers, weight_param, wide
 from .tir import blocks_under, epilogue_of, extent, is_spatial, place_at
 from .conv import conv_applies, conv_defaults
 
@@ -81,7 +81,14 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # vectors a step loads (6 rows of two vectors with AVX2's 16 registers,
     # 8 with AVX-512's 32); the rows are padded to a whole tile (zero
     # weights) when the channels do not divide
-    tile_m = max(1, min(8 if nv == 2 else 12, accumulators(target, nv) // nv))
+    most = max(1, min(8 if nv == 2 else 12, accumulators(target, nv) // nv))
+    if nv == 2 and registers(target) >= 32:
+        # the micro-kernel broadcasts one weight at a time into its vectors
+        # (rows outside), so the tile may take the register file: up to 14
+        # rows with AVX-512, the count that pads the channels least
+        wide_most = accumulators(target, nv, cap=registers(target)) // nv
+        most = min(range(most, wide_most + 1), key=lambda t: (-(-k // t) * t, -t))
+    tile_m = most
     if k % tile_m and kernel is not None and weight_param(op, kernel) is None:  # no packed (paddable) weights
         tile_m = next((t for t in range(tile_m, 0, -1) if k % t == 0))
     # order 2: blocks of pixel tiles outside, output-channel blocks inside, so

@@ -104,13 +104,13 @@ def _block_c(op, target, params) -> int:
     if x.rank != 5 or params["order"] != 1 or params["tile_k"] * block * oh * ow * 4 > l1:
         return c
     bi = x.shape[4]
-    n, target = c // bi, max(1, BLOCK_C // bi)
-    blocks = divisor_at_most(n, target)
-    if 2 * blocks < target:
+    n, want = c // bi, max(1, BLOCK_C // bi)
+    blocks = divisor_at_most(n, want)
+    if 2 * blocks < want:
         # a K block under half of BLOCK_C reloads the tile's accumulators
         # too often: the smallest divisor up to twice BLOCK_C instead (7
         # blocks of RegNetY's 49), else all channels
-        blocks = min((d for d in range(target + 1, 2 * target + 1) if n % d == 0), default=n)
+        blocks = min((d for d in range(want + 1, 2 * want + 1) if n % d == 0), default=n)
     return blocks * bi if blocks * bi < c else c
 
 

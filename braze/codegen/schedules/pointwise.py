@@ -81,14 +81,13 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # vectors a step loads (6 rows of two vectors with AVX2's 16 registers,
     # 8 with AVX-512's 32); the rows are padded to a whole tile (zero
     # weights) when the channels do not divide
-    most = max(1, min(8 if nv == 2 else 12, accumulators(target, nv) // nv))
+    tile_m = max(1, min(8 if nv == 2 else 12, accumulators(target, nv) // nv))
     if nv == 2 and registers(target) >= 32:
         # the micro-kernel broadcasts one weight at a time into its vectors
-        # (rows outside), so the tile may take the register file: up to 14
+        # (rows outside), so the tile may take the register file: 8 to 14
         # rows with AVX-512, the count that pads the channels least
-        wide_most = accumulators(target, nv, cap=registers(target)) // nv
-        most = min(range(most, wide_most + 1), key=lambda t: (-(-k // t) * t, -t))
-    tile_m = most
+        widest = accumulators(target, nv, cap=registers(target)) // nv
+        tile_m = min(range(tile_m, widest + 1), key=lambda t: (-(-k // t) * t, -t))
     if k % tile_m and kernel is not None and weight_param(op, kernel) is None:  # no packed (paddable) weights
         tile_m = next((t for t in range(tile_m, 0, -1) if k % t == 0))
     # order 2: blocks of pixel tiles outside, output-channel blocks inside, so

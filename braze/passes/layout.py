@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from ..ir import Builder, Module, Operation, Value, constant_value
+from ..ir.ops.conv import is_depthwise
 from ..ir.ops.layout import to_blocked_array
 from ..ir.registry import Kind, lookup
 from ..ir.types import Location
@@ -180,7 +181,7 @@ class _Chains:
             return None
         m, c = w.type.shape[0], x.type.shape[1]
         group = attrs["group"]
-        depthwise = group > 1 and group == c == m and w.type.shape[1] == 1
+        depthwise = is_depthwise(group, c, m, w.type.shape[1])
         if group == 1 or depthwise:
             block = channel_block(m, self.block)
         else:  # grouped: each group whole blocks of input and output channels

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import te
 
+from ...ir.ops.conv import is_depthwise
 from ...ir.registry import lookup
 from ..kernel import Packing
 from .conv import _tile_epilogue, run_tasks
@@ -40,7 +41,9 @@ def _attrs(op) -> dict:
 
 
 def _depthwise(op) -> bool:
-    return _attrs(op)["group"] > 1 and op.operands[1].type.shape[1] == 1
+    x, w = op.operands[0].type, op.operands[1].type
+    channels = x.shape[1] * x.shape[4] if x.rank == 5 else x.shape[1]
+    return is_depthwise(_attrs(op)["group"], channels, w.shape[0], w.shape[1])
 
 
 def blocked_applies(op, kernel, target) -> bool:

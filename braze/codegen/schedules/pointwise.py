@@ -82,7 +82,7 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # 8 with AVX-512's 32); the rows are padded to a whole tile (zero
     # weights) when the channels do not divide
     tile_m = max(1, min(8 if nv == 2 else 12, accumulators(target, nv) // nv))
-    if nv == 2 and registers(target) >= 32:
+    if nv == 2:
         # the micro-kernel broadcasts one weight at a time into its vectors
         # (rows outside), so the tile may take the register file: 8 to 14
         # rows with AVX-512, the count that pads the channels least

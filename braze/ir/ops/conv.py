@@ -22,6 +22,13 @@ WINDOW_ATTRS = {"strides": Ints(), "pads": Ints(), "dilations": Ints()}
 
 
 # --- window helpers, shared with pool.py ----------------------------------------------
+def is_depthwise(group: int, channels: int, out_channels: int, per_group: int) -> bool:
+    """A depthwise conv: one input channel per group (``per_group``, the
+    weight's second dim) and one output channel per input channel (no
+    channel multiplier), the form the blocked layout keeps."""
+    return group > 1 and group == channels == out_channels and per_group == 1
+
+
 def check_window(x: TensorType, kernel, strides, pads, dilations) -> int:
     """The number of spatial dims of ``x``; raises VerifyError on attributes
     that do not fit them."""

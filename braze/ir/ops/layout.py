@@ -15,7 +15,7 @@ import numpy as np
 
 from ...errors import VerifyError
 from ..registry import Int, Kind, OpDef, register
-from .conv import WINDOW_ATTRS, Conv
+from .conv import WINDOW_ATTRS, Conv, is_depthwise
 
 
 def to_blocked_array(x: np.ndarray, block: int) -> np.ndarray:
@@ -96,7 +96,7 @@ class ConvBlocked(OpDef):
         m = w.shape[0]
         if block < 1 or m % block:
             raise VerifyError(f"block {block} does not divide the {m} output channels")
-        depthwise = group == plain.shape[1] == m and w.shape[1] == 1
+        depthwise = is_depthwise(group, plain.shape[1], m, w.shape[1])
         whole = group > 0 and w.shape[1] % block == 0 and (m // group) % block == 0
         if group != 1 and not ((depthwise or whole) and x.rank == 5 and x.shape[-1] == block):
             raise VerifyError(f"group must be 1, or (depthwise, or groups of whole blocks of input and output "

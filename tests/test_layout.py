@@ -146,8 +146,9 @@ def test_a_lone_conv_stays_plain():
 
 def test_channels_that_fill_no_block_stay_plain():
     model = _model([_conv("x", "w1", "a", k=3), _conv("a", "w2", "out")],
-                   [("x", [1, 6, 6, 6])], ["out"], {"w1": _w(6, 6, 3, 3), "w2": _w(6, 6, 1, 1)})
-    assert _ops(_laid_out(model, block=8))["nn.conv"] == 2  # 6 channels: no block of 8 or 4
+                   [("x", [1, 5, 6, 6])], ["out"], {"w1": _w(5, 5, 3, 3), "w2": _w(5, 5, 1, 1)})
+    # 5 channels: no block of 8 or 4, and padding them to 8 would add more than a third
+    assert _ops(_laid_out(model, block=8))["nn.conv"] == 2
 
 
 def test_a_first_conv_reads_its_few_channels_plain():
@@ -159,23 +160,94 @@ def test_a_first_conv_reads_its_few_channels_plain():
     assert first.operands[0].type.rank == 4 and not _ops(module)["layout.to_blocked"]
 
 
+def _chain(*channels, act="Relu"):
+    """1x1 convs from ``channels[0]`` to each next count, each followed by ``act``."""
+    nodes, weights, x = [], {}, "x"
+    for i, (c, m) in enumerate(zip(channels, channels[1:])):
+        nodes += [_conv(x, f"w{i}", f"c{i}"), helper.make_node(act, [f"c{i}"], [f"r{i}"])]
+        weights[f"w{i}"], x = _w(m, c, 1, 1), f"r{i}"
+    return _model(nodes, [("x", [1, channels[0], 6, 6])], [x], weights)
+
+
+def _blocks(module):
+    return [op.results[0].type.shape[-1] if op.name == "nn.conv_blocked" else None
+            for op in module.main.body.ops if op.name in ("nn.conv", "nn.conv_blocked")]
+
+
 def test_a_last_conv_in_half_blocks_stays_plain():
-    """A conv whose channels take half blocks (12 with blocks of 8: blocks
-    of 4) runs on half-width vectors blocked; when it feeds no other conv
-    (a classifier), it stays plain. In the middle of a chain it joins."""
-    def chain(*channels):
-        nodes, weights, x = [], {}, "x"
-        for i, (c, m) in enumerate(zip(channels, channels[1:])):
-            nodes += [_conv(x, f"w{i}", f"c{i}"), helper.make_node("Relu", [f"c{i}"], [f"r{i}"])]
-            weights[f"w{i}"], x = _w(m, c, 1, 1), f"r{i}"
-        return _model(nodes, [("x", [1, channels[0], 6, 6])], [x], weights)
+    """A conv whose channels take half blocks (4 with blocks of 8, where
+    padding would double them) runs on half-width vectors blocked; when it
+    feeds no other conv (a classifier), it stays plain. In the middle of a
+    chain it joins."""
+    assert _blocks(_laid_out(_chain(8, 16, 16, 4))) == [8, 8, None]
+    assert _blocks(_laid_out(_chain(8, 16, 4, 16))) == [8, 4, 8]
 
-    def blocks(module):
-        return [op.results[0].type.shape[-1] if op.name == "nn.conv_blocked" else None
-                for op in module.main.body.ops if op.name in ("nn.conv", "nn.conv_blocked")]
 
-    assert blocks(_laid_out(chain(8, 16, 16, 12))) == [8, 8, None]
-    assert blocks(_laid_out(chain(8, 16, 12, 16))) == [8, 4, 8]
+def test_channels_are_padded_to_whole_blocks():
+    """12 channels with blocks of 8 take two whole blocks, the second padded
+    (a third more channels, where half blocks would halve every vector):
+    the conv's weights get zero rows and the next conv's zero columns at
+    compile time; the padding leaves through from_blocked{channels=12}."""
+    module = _laid_out(_chain(8, 16, 12, 16, 12))
+    assert _blocks(module) == [8, 8, 8, 8]
+    weights = [op.operands[1].type.shape for op in module.main.body.ops if op.name == "nn.conv_blocked"]
+    assert weights == [(16, 8, 1, 1), (16, 16, 1, 1), (16, 16, 1, 1), (16, 16, 1, 1)]
+    (back,) = [op for op in module.main.body.ops if op.name == "layout.from_blocked"]
+    assert back.attributes["channels"] == 12 and back.result.type.shape == (1, 12, 6, 6)
+
+
+def _padded_block():
+    """MobileNetV3-like, 12 channels (padded with blocks of 8): conv ->
+    hard-swish -> depthwise 3x3 -> squeeze-and-excitation (global mean,
+    two 1x1 convs, hard-sigmoid: 0.5 in the padding) -> scale -> conv ->
+    + input -> per-channel divide -> conv."""
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"]), helper.make_node("HardSwish", ["a"], ["h"]),
+             _conv("h", "wd", "d", k=3, group=12, bias="bd"),
+             helper.make_node("GlobalAveragePool", ["d"], ["g"]), _conv("g", "ws1", "s1", bias="bs1"),
+             helper.make_node("Relu", ["s1"], ["s1r"]), _conv("s1r", "ws2", "s2", bias="bs2"),
+             helper.make_node("HardSigmoid", ["s2"], ["s"]), helper.make_node("Mul", ["d", "s"], ["e"]),
+             _conv("e", "w1", "f"), helper.make_node("Add", ["f", "x"], ["r"]),
+             helper.make_node("Div", ["r", "k"], ["q"]), _conv("q", "w2", "out")]
+    return _model(nodes, [("x", [1, 12, 9, 9])], ["out"],
+                  {"w0": _w(12, 12, 1, 1), "wd": _w(12, 1, 3, 3), "bd": _w(12), "ws1": _w(8, 12, 1, 1),
+                   "bs1": _w(8), "ws2": _w(12, 8, 1, 1), "bs2": _w(12), "w1": _w(12, 12, 1, 1),
+                   "k": (1.5 + RNG.random((1, 12, 1, 1))).astype(np.float32), "w2": _w(16, 12, 1, 1)})
+
+
+def test_padding_runs_through_depthwise_convs_pools_and_squeeze_excitation():
+    module = _laid_out(_padded_block())
+    ops = _ops(module)
+    assert ops["nn.conv_blocked"] == 6 and not ops["nn.conv"]
+    assert ops["layout.to_blocked"] == 1 and ops["layout.from_blocked"] == 1
+    (dw,) = [op for op in module.main.body.ops if op.name == "nn.conv_blocked" and op.attributes["group"] > 1]
+    assert dw.attributes["group"] == 16 and dw.operands[1].type.shape == (16, 1, 3, 3)
+
+
+def test_an_op_that_makes_the_padding_infinite_stays_plain():
+    """1 / x of a conv's zero padding is infinite, which the next conv's zero
+    weights would make NaN: the reciprocal reads the channels without the
+    padding; after it the padding is zeros again."""
+    model = _model([_conv("x", "w1", "a"), helper.make_node("Reciprocal", ["a"], ["r"]),
+                    _conv("r", "w2", "out")],
+                   [("x", [1, 8, 6, 6])], ["out"], {"w1": _w(12, 8, 1, 1), "w2": _w(8, 12, 1, 1)})
+    module = _laid_out(model)
+    (rec,) = [op for op in module.main.body.ops if op.name == "math.reciprocal"]
+    assert rec.result.type.shape == (1, 12, 6, 6)
+    # the same op on whole blocks stays blocked
+    model = _model([_conv("x", "w1", "a"), helper.make_node("Reciprocal", ["a"], ["r"]),
+                    _conv("r", "w2", "out")],
+                   [("x", [1, 8, 6, 6])], ["out"], {"w1": _w(16, 8, 1, 1), "w2": _w(8, 16, 1, 1)})
+    (rec,) = [op for op in _laid_out(model).main.body.ops if op.name == "math.reciprocal"]
+    assert rec.result.type.rank == 5
+
+
+def test_padded_channels_are_not_concatenated():
+    model = _model([_conv("x", "w1", "a"), _conv("x", "w2", "b"),
+                    helper.make_node("Concat", ["a", "b"], ["c"], axis=1), _conv("c", "w3", "out")],
+                   [("x", [1, 8, 6, 6])], ["out"],
+                   {"w1": _w(12, 8, 1, 1), "w2": _w(12, 8, 1, 1), "w3": _w(8, 24, 1, 1)})
+    (cat,) = [op for op in _laid_out(model).main.body.ops if op.name == "tensor.concat"]
+    assert cat.result.type.rank == 4
 
 
 def _c2f_like():
@@ -269,6 +341,13 @@ def test_blocked_kernels_match_onnxruntime():
     # that the depthwise rule takes (the pool a stage of its own in it)
     (pooled,) = [k for k in plain.kernels if k["name"].endswith("conv_pool")]
     assert pooled["schedule"] == "depthwise"
+
+
+def test_padded_kernels_match_onnxruntime():
+    """The padded block compiled for the target's own lanes (12 channels
+    are padded with AVX2's 8 and AVX-512's 16) against onnxruntime."""
+    art = _compiled(_padded_block())
+    assert _schedules(art)["blocked"] == 6
 
 
 @pytest.mark.parametrize("group,stride", [(2, 1), (4, 2), (4, 1)])

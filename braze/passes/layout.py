@@ -19,11 +19,20 @@ chains the blocked layout ``(N, C/b, H, W, b)`` (docs/passes.md, "layout"):
   chain begins and ends, in the IR for anyone to see. A first conv whose
   input channels fill no block (an RGB image) reads its plain input.
 
-The block is the target's float32 vector lanes (``block``); a tensor whose
-channels it does not divide takes half of it if that divides, else stays
-plain. Chains with fewer than ``min_convs`` convs stay plain: converting in
-and out costs about what one conv saves; so does a conv in half blocks that
-feeds no other conv (``narrow_ends``).
+The block is the target's float32 vector lanes (``block``). A tensor whose
+channels it does not divide is padded up to whole blocks when that adds at
+most a third (24 -> 32, 40 -> 48, 72 -> 80 channels with AVX-512's 16
+lanes: whole vectors, where half blocks ran every FMA at half width), else
+takes half a block if that divides, else stays plain. A padded tensor's
+padding channels hold zeros as they leave a conv (its weights and bias get
+zero rows, and zero columns for a padded input, at compile time); the ops
+that follow compute on them as on any channel, and the pass checks, by
+running each op on the padding's value, that they stay finite (a conv
+multiplies them by zero weights: an infinity would make a NaN); an op that
+would not keeps the plain layout. Concat and split take no padded tensor.
+Chains with fewer than ``min_convs`` convs stay plain: converting in and out
+costs about what one conv saves; so does a conv in half blocks that feeds no
+other conv (``narrow_ends``).
 """
 
 from __future__ import annotations
@@ -36,7 +45,7 @@ import numpy as np
 
 from ..ir import Builder, Module, Operation, Value, constant_value
 from ..ir.ops.conv import is_depthwise
-from ..ir.ops.layout import to_blocked_array
+from ..ir.ops.layout import blocks_of, to_blocked_array
 from ..ir.registry import Kind, lookup
 from ..ir.types import Location
 from .canonicalize import per_channel
@@ -75,12 +84,23 @@ class Layout(Pass):
 
 
 def channel_block(channels: int, block: int) -> int | None:
-    """The block a tensor of ``channels`` takes: ``block``, else half of it
-    (not under 4), else None (it stays plain)."""
+    """The block a tensor of ``channels`` takes without padding: ``block``,
+    else half of it (not under 4), else None."""
     for b in (block, block // 2):
         if b >= 4 and channels % b == 0:
             return b
     return None
+
+
+def blocking(channels: int, block: int) -> tuple[int, int] | None:
+    """(block, padded channels) for a tensor of ``channels``: whole blocks;
+    else whole blocks padded, if that adds at most a third of the channels;
+    else half blocks; else None (it stays plain)."""
+    padded = blocks_of(channels, block) * block
+    if 3 * padded <= 4 * channels:
+        return block, padded
+    half = channel_block(channels, block)
+    return (half, channels) if half is not None else None
 
 
 #: binary ops that follow a blocked operand (elementwise in their operands)
@@ -90,6 +110,11 @@ _BINARY = frozenset({"math.add", "math.sub", "math.mul", "math.div", "math.max",
 _POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
 #: reductions over both spatial dims (keepdims): a global pool, blocked as it is
 _REDUCTIONS = frozenset({"reduce.mean", "reduce.max", "reduce.min", "reduce.sum"})
+
+
+def _constant_fill(name: str, index: int) -> float:
+    """What a per-channel constant's padding holds: zero, or one as a divisor."""
+    return 1.0 if name == "math.div" and index == 1 else 0.0
 
 
 def _per_channel_shape(small: tuple, shape: tuple) -> bool:
@@ -103,17 +128,19 @@ class _Chains:
     def __init__(self, module: Module, func, block: int, skip: frozenset[int] = frozenset()):
         self.module, self.block, self.skip = module, block, skip
         self.blocks: dict[int, int] = {}  # id(value) -> its block
+        self.lanes: dict[int, int] = {}  # id(value) -> its channels blocked, padding included
+        self.padding: dict[int, float] = {}  # id(value) -> what its padding channels hold
         self.parent: dict[int, int] = {}
         self.convs: list[int] = []  # id(result) of each conv
         self.ops: list[Operation] = []  # the ops to rewrite, in order
         for op in func.body.ops:
             if op.regions or not op.results or op.name == "const" or id(op) in skip:
                 continue
-            blocks = self._blocks(op)
-            if blocks is None:
+            blocked = self._blocks(op)
+            if blocked is None:
                 continue
-            for r, b in zip(op.results, blocks):
-                self.blocks[id(r)] = b
+            for r, (b, lanes, fill) in zip(op.results, blocked):
+                self.blocks[id(r)], self.lanes[id(r)], self.padding[id(r)] = b, lanes, fill
                 self.parent[id(r)] = id(r)
             for v in [*op.operands, *op.results[1:]]:
                 if id(v) in self.blocks:
@@ -131,17 +158,24 @@ class _Chains:
     def _join(self, a: int, b: int) -> None:
         self.parent[self._find(a)] = self._find(b)
 
-    def _blocks(self, op: Operation) -> list[int] | None:
-        """The block of each of ``op``'s results if it can run blocked, else None."""
+    def padded(self, v: Value) -> bool:
+        return self.lanes[id(v)] != v.type.shape[1]
+
+    def _blocks(self, op: Operation) -> list[tuple[int, int, float]] | None:
+        """(block, channels blocked, padding's value) of each of ``op``'s
+        results if it can run blocked, else None."""
         if op.name == "nn.conv":
             return self._conv(op)
-        blocked = [self.blocks[id(v)] for v in op.operands if id(v) in self.blocks]
+        blocked = [v for v in op.operands if id(v) in self.blocks]
         if not blocked or any(r.type.rank != 4 for r in op.results):
             return None
-        block = blocked[0]
+        block, lanes = self.blocks[id(blocked[0])], self.lanes[id(blocked[0])]
+        padded = self.padded(blocked[0])
         opdef = lookup(op.name)
+        attrs = opdef.normalize_attrs(op.attributes) if opdef is not None else {}
         if opdef is not None and opdef.kind == Kind.ELEMWISE and len(op.operands) == 1:
-            return [block]
+            fill = self._fill(op, attrs, [self.padding[id(blocked[0])]]) if padded else 0.0
+            return None if fill is None else [(block, lanes, fill)]
         if op.name in _BINARY:
             # the other operand: blocked alike, a per-channel or scalar
             # constant, or a plain value of the same shape (converted, as a
@@ -149,32 +183,60 @@ class _Chains:
             # plain, it may also be one value per channel, (N, C, 1, 1): a
             # squeeze-and-excitation scale
             shape = op.result.type.shape
-            for v in op.operands:
+            fills: list[float | None] = []
+            for i, v in enumerate(op.operands):
                 fits = v.type.shape == shape or _per_channel_shape(v.type.shape, shape)
+                c = constant_value(v, self.module)
                 if id(v) in self.blocks:
-                    if not fits or self.blocks[id(v)] != block:
+                    if not fits or self.blocks[id(v)] != block or self.lanes[id(v)] != lanes:
                         return None
-                elif constant_value(v, self.module) is not None:
-                    if per_channel(constant_value(v, self.module), 4, 1, shape[1]) is None:
+                    fills.append(self.padding[id(v)])
+                elif c is not None:
+                    if per_channel(c, 4, 1, shape[1]) is None:
                         return None
+                    fills.append(float(c.reshape(-1)[0]) if c.size == 1 else _constant_fill(op.name, i))
                 elif not fits:
                     return None
-            return [block]
-        attrs = opdef.normalize_attrs(op.attributes) if opdef is not None else {}
+                else:  # converted: zeros in its padding; a runtime scalar: unknown
+                    fills.append(None if v.type.size == 1 else 0.0)
+            fill = self._fill(op, attrs, fills) if padded else 0.0
+            return None if fill is None else [(block, lanes, fill)]
+        fill = self.padding[id(blocked[0])]
         if op.name == "tensor.concat" and attrs["axis"] == 1:
-            # channel blocks of every operand, one after another: all in one block size
-            if all(self.blocks.get(id(v)) == block for v in op.operands):
-                return [block]
+            # channel blocks of every operand, one after another: all in one block size, none padded
+            if all(self.blocks.get(id(v)) == block and not self.padded(v) for v in op.operands):
+                return [(block, op.result.type.shape[1], 0.0)]
             return None
         if op.name == "tensor.split" and attrs["axis"] == 1:
-            return [block] * len(op.results) if all(s % block == 0 for s in attrs["sizes"]) else None
+            if padded or any(s % block for s in attrs["sizes"]):
+                return None
+            return [(block, r.type.shape[1], 0.0) for r in op.results]
         if op.name in _POOLS:
-            return [block]
+            # a max over a window of padding is its value; an average, where it
+            # counts the border's zeros, only when that is zero
+            return [(block, lanes, fill)] if op.name == "nn.max_pool" or fill == 0.0 else None
         if op.name in _REDUCTIONS and tuple(attrs["axes"]) == (2, 3) and attrs["keepdims"]:
-            return [block]
+            if op.name == "reduce.sum":
+                fill *= math.prod(op.operands[0].type.shape[2:])
+            return [(block, lanes, fill)] if math.isfinite(fill) else None
         return None
 
-    def _conv(self, op: Operation) -> list[int] | None:
+    @staticmethod
+    def _fill(op: Operation, attrs: dict, fills: list[float | None]) -> float | None:
+        """What an elementwise op makes of its operands' padding values
+        (None: unknown), if finite; else None (the op stays plain)."""
+        if any(f is None for f in fills):
+            return None
+        opdef = lookup(op.name)
+        args = [np.full((1, 1, 1, 1), f, v.type.np_dtype) for f, v in zip(fills, op.operands)]
+        try:
+            with np.errstate(all="ignore"):
+                out = np.asarray(opdef.evaluate(*args, **attrs), dtype=np.float64).reshape(-1)
+        except Exception:  # an op the check cannot run: no padding through it
+            return None
+        return float(out[0]) if out.size == 1 and math.isfinite(out[0]) else None
+
+    def _conv(self, op: Operation) -> list[tuple[int, int, float]] | None:
         x, w = op.operands[0], op.operands[1]
         attrs = lookup(op.name).normalize_attrs(op.attributes)
         if x.type.rank != 4 or x.type.dtype != "f32" or constant_value(w, self.module) is None:
@@ -183,23 +245,32 @@ class _Chains:
         group = attrs["group"]
         depthwise = is_depthwise(group, c, m, w.type.shape[1])
         if group == 1 or depthwise:
-            block = channel_block(m, self.block)
-        else:  # grouped: each group whole blocks of input and output channels
-            block = channel_block(math.gcd(m // group, c // group), self.block)
-        if block is None:
+            choice = blocking(m, self.block)
+        else:  # grouped: each group whole blocks of input and output channels, no padding
+            b = channel_block(math.gcd(m // group, c // group), self.block)
+            choice = None if b is None or (id(x) in self.blocks and self.padded(x)) else (b, m)
+        if choice is None:
             return None
-        if group != 1 and (self.blocks.get(id(x)) or channel_block(c, self.block)) != block:
-            return None
-        return [block]
+        block, lanes = choice
+        if group != 1:  # the input in the output's blocks
+            inner = (self.blocks[id(x)], self.lanes[id(x)]) if id(x) in self.blocks else blocking(c, self.block)
+            if inner != (block, lanes if depthwise else c):
+                return None
+        padded_input = id(x) in self.blocks and self.padded(x) or \
+            id(x) not in self.blocks and group == 1 and (blocking(c, self.block) or (0, c))[1] != c
+        bias = op.operands[2] if len(op.operands) > 2 else None
+        if (lanes != m or padded_input) and bias is not None and constant_value(bias, self.module) is None:
+            return None  # padding needs a constant bias to pad
+        return [(block, lanes, 0.0)]
 
     def narrow_ends(self) -> frozenset[int]:
-        """Convs in half blocks (half a vector: 1000 output channels with
-        AVX-512's 16 lanes take blocks of 8) that feed no other conv of
-        their chain: their kernel would run on half-width vectors, where
-        the plain rules pad the channels to whole vectors; and converting
-        their output back costs what converting their input does (a
-        classifier conv: SqueezeNet's 512 -> 1000 ran 2x onnxruntime's time
-        blocked)."""
+        """Convs in half blocks (half a vector: 8 output channels with
+        AVX-512's 16 lanes) that feed no other conv of their chain: their
+        kernel would run on half-width vectors, where the plain rules pad
+        the channels to whole vectors; and converting their output back
+        costs what converting their input does (a classifier conv:
+        SqueezeNet's 512 -> 1000, in blocks of 8 before padding, ran 2x
+        onnxruntime's time blocked)."""
         ops = {id(op): op for op in self.ops}
         narrow = set()
         for op in self.ops:
@@ -248,14 +319,19 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
         attrs = dict(op.attributes)
         if op.name == "nn.conv":
             x = op.operands[0]
-            inner = chains.block if lookup(op.name).normalize_attrs(attrs)["group"] == 1 else block
+            inner = blocking(x.type.shape[1], chains.block)
             if id(x) in twins:
                 xb = twins[id(x)]
-            elif channel_block(x.type.shape[1], inner) is not None:
-                xb = to_blocked(x, channel_block(x.type.shape[1], inner), op)
+            elif inner is not None:
+                xb = to_blocked(x, inner[0], op)
             else:
                 xb = x  # few input channels: read plain
-            new = [builder.value("nn.conv_blocked", [xb, *op.operands[1:]], {**attrs, "block": block}, loc=op.loc)]
+            operands = _padded_weights(module, builder, op, xb, chains.lanes[id(op.result)])
+            w = op.operands[1].type.shape
+            if is_depthwise(lookup(op.name).normalize_attrs(attrs)["group"], x.type.shape[1], w[0], w[1]):
+                # a group a channel, padding included
+                attrs["group"] = chains.lanes[id(op.result)]
+            new = [builder.value("nn.conv_blocked", [xb, *operands], {**attrs, "block": block}, loc=op.loc)]
         elif op.name in _POOLS:
             a = lookup(op.name).normalize_attrs(attrs)
             pads = tuple(a["pads"])
@@ -276,6 +352,8 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                     operands.append(to_blocked(v, block, op))
                 else:  # a per-channel constant, re-laid out now
                     c = per_channel(constant_value(v, module), 4, 1, op.result.type.shape[1])
+                    lanes = chains.lanes[id(op.results[0])]
+                    c = _pad(c, lanes, _constant_fill(op.name, op.operands.index(v)))
                     shaped = to_blocked_array(np.ascontiguousarray(c).reshape(1, -1, 1, 1), block)
                     operands.append(builder.const(np.ascontiguousarray(shaped), v.name, v.owner.loc))
             new = [builder.value(op.name, operands, attrs, loc=op.loc)]
@@ -291,8 +369,35 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                 if id(v) not in unpacked:
                     after = twins[id(v)].owner
                     builder = Builder(module, func.body, before=_next(func, after))
-                    unpacked[id(v)] = builder.value("layout.from_blocked", [twins[id(v)]], loc=_loc(v, "from_blocked"))
+                    back = {"channels": v.type.shape[1]} if chains.padded(v) else {}
+                    unpacked[id(v)] = builder.value("layout.from_blocked", [twins[id(v)]], back,
+                                                    loc=_loc(v, "from_blocked"))
                 op.set_operand(i, unpacked[id(v)])
+
+
+def _pad(c: np.ndarray, lanes: int, fill: float = 0.0) -> np.ndarray:
+    """A per-channel vector padded with ``fill`` to ``lanes`` channels."""
+    if c.shape[0] == lanes:
+        return c
+    return np.concatenate([c, np.full(lanes - c.shape[0], fill, c.dtype)])
+
+
+def _padded_weights(module: Module, builder: Builder, op: Operation, xb: Value, lanes: int) -> list[Value]:
+    """A conv's weight and bias for a padded output (``lanes`` channels) or
+    input (``xb``'s blocked channels): zero rows and columns, at compile time."""
+    w, *rest = op.operands[1:]
+    m, cg, r, s = w.type.shape
+    inputs = xb.type.shape[1] * xb.type.shape[4] if xb.type.rank == 5 else xb.type.shape[1]
+    cols = cg if cg == 1 or inputs == op.operands[0].type.shape[1] else inputs  # depthwise: one a channel
+    if (lanes, cols) == (m, cg):
+        return [w, *rest]
+    weights = np.zeros((lanes, cols, r, s), w.type.np_dtype)
+    weights[:m, :cg] = constant_value(w, module)
+    out = [builder.const(weights, w.name, w.owner.loc)]
+    if rest:
+        bias = rest[0]
+        out.append(builder.const(_pad(constant_value(bias, module).reshape(-1), lanes), bias.name, bias.owner.loc))
+    return out
 
 
 def _next(func, op: Operation) -> Operation:

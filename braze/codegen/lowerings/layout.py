@@ -2,7 +2,7 @@
 transforms and ``nn.conv_blocked``, whose block the ``blocked`` schedule
 rule takes (schedules/blocked.py)."""
 
-from tvm import te, topi
+from tvm import te, tirx, topi
 
 from ..registry import anchor_attrs, lowering
 from .conv import accumulator_dtype, cast, dtype
@@ -11,14 +11,22 @@ from .conv import accumulator_dtype, cast, dtype
 @lowering("layout.to_blocked")
 def to_blocked(x, *, block):
     n, c, *spatial = (int(d) for d in x.shape)
-    return te.compute((n, c // block, *spatial, block),
-                      lambda b, co, *rest: x[(b, co * block + rest[-1], *rest[:-1])], name="to_blocked")
+    cb = -(-c // block)
+
+    def at(b, co, *rest):
+        channel = co * block + rest[-1]
+        if cb * block == c:
+            return x[(b, channel, *rest[:-1])]
+        # the last block's padding: zeros (no read beyond the channels)
+        return te.if_then_else(channel < c, x[(b, channel, *rest[:-1])], tirx.const(0, x.dtype))
+
+    return te.compute((n, cb, *spatial, block), at, name="to_blocked")
 
 
 @lowering("layout.from_blocked")
-def from_blocked(x):
+def from_blocked(x, *, channels=0):
     n, cb, *spatial, b = (int(d) for d in x.shape)
-    return te.compute((n, cb * b, *spatial),
+    return te.compute((n, channels or cb * b, *spatial),
                       lambda i, c, *rest: x[(i, c // b, *rest, c % b)], name="from_blocked")
 
 

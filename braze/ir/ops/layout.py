@@ -7,6 +7,13 @@ A blocked tensor ``(N, C/b, *spatial, b)`` holds channel ``c`` of the plain
 one pixel are contiguous, a vector of them for a kernel that vectorizes over
 channels. Elementwise ops need no blocked form: they run on the blocked
 tensor as on any other (per-channel constants re-laid the same way).
+
+A tensor whose channels ``b`` does not divide is *padded*: its last block
+holds ``C % b`` channels and then padding channels up to the block.
+``to_blocked`` fills them with zeros; ``from_blocked{channels=C}`` drops
+them. In between they are channels like any other to every op (the layout
+pass pads the weights and constants it re-lays with zeros, so a conv's
+padding channels read and write nothing that counts; passes/layout.py).
 """
 
 from __future__ import annotations
@@ -18,24 +25,34 @@ from ..registry import Int, Kind, OpDef, register
 from .conv import WINDOW_ATTRS, Conv, is_depthwise
 
 
+def blocks_of(channels: int, block: int) -> int:
+    """The blocks ``channels`` take (the last one padded when ``block`` does not divide them)."""
+    return -(-channels // block)
+
+
 def to_blocked_array(x: np.ndarray, block: int) -> np.ndarray:
-    """``(N, C, *spatial)`` -> ``(N, C/block, *spatial, block)``."""
+    """``(N, C, *spatial)`` -> ``(N, ceil(C/block), *spatial, block)``, padded with zeros."""
     n, c, *spatial = x.shape
     nd = len(spatial)
-    return x.reshape(n, c // block, block, *spatial).transpose(0, 1, *range(3, 3 + nd), 2)
+    cb = blocks_of(c, block)
+    if cb * block != c:
+        x = np.concatenate([x, np.zeros((n, cb * block - c, *spatial), x.dtype)], axis=1)
+    return x.reshape(n, cb, block, *spatial).transpose(0, 1, *range(3, 3 + nd), 2)
 
 
-def from_blocked_array(x: np.ndarray) -> np.ndarray:
-    """``(N, C/b, *spatial, b)`` -> ``(N, C, *spatial)``."""
+def from_blocked_array(x: np.ndarray, channels: int = 0) -> np.ndarray:
+    """``(N, C/b, *spatial, b)`` -> ``(N, C, *spatial)``; the first ``channels`` (0: all)."""
     n, cb, *spatial, b = x.shape
     nd = len(spatial)
-    return x.transpose(0, 1, 2 + nd, *range(2, 2 + nd)).reshape(n, cb * b, *spatial)
+    plain = x.transpose(0, 1, 2 + nd, *range(2, 2 + nd)).reshape(n, cb * b, *spatial)
+    return plain[:, :channels] if channels else plain
 
 
 @register
 class ToBlocked(OpDef):
-    """``(N, C, *spatial)`` -> ``(N, C/block, *spatial, block)``: channels in
-    blocks of ``block``, innermost; ``C`` must be a multiple of ``block``."""
+    """``(N, C, *spatial)`` -> ``(N, ceil(C/block), *spatial, block)``:
+    channels in blocks of ``block``, innermost; when ``block`` does not
+    divide ``C``, the last block is padded with zeros."""
 
     name = "layout.to_blocked"
     kind = Kind.INJECTIVE
@@ -45,9 +62,9 @@ class ToBlocked(OpDef):
     def infer(self, x, *, block):
         if x.rank < 3:
             raise VerifyError(f"needs an input of rank 3 or more (N, C, spatial...), got {x}")
-        if block < 1 or x.shape[1] % block:
-            raise VerifyError(f"block {block} does not divide the {x.shape[1]} channels of {x}")
-        return x.with_shape((x.shape[0], x.shape[1] // block, *x.shape[2:], block))
+        if block < 1:
+            raise VerifyError(f"block must be at least 1, got {block}")
+        return x.with_shape((x.shape[0], blocks_of(x.shape[1], block), *x.shape[2:], block))
 
     def evaluate(self, x, *, block):
         return np.ascontiguousarray(to_blocked_array(x, block))
@@ -55,20 +72,25 @@ class ToBlocked(OpDef):
 
 @register
 class FromBlocked(OpDef):
-    """``(N, C/b, *spatial, b)`` -> ``(N, C, *spatial)``: the plain layout back."""
+    """``(N, C/b, *spatial, b)`` -> ``(N, C, *spatial)``: the plain layout
+    back, its first ``channels`` channels (0: all ``C/b * b``; fewer drop
+    a padded tensor's padding)."""
 
     name = "layout.from_blocked"
     kind = Kind.INJECTIVE
     operands = ("x",)
+    attrs = {"channels": Int(0)}
 
-    def infer(self, x):
+    def infer(self, x, *, channels):
         if x.rank < 4:
             raise VerifyError(f"needs a blocked input of rank 4 or more (N, C/b, spatial..., b), got {x}")
         n, cb, *spatial, b = x.shape
-        return x.with_shape((n, cb * b, *spatial))
+        if channels and not (cb * b - b < channels <= cb * b):
+            raise VerifyError(f"channels={channels} must fill the last of the {cb} blocks of {b} of {x}")
+        return x.with_shape((n, channels or cb * b, *spatial))
 
-    def evaluate(self, x):
-        return np.ascontiguousarray(from_blocked_array(x))
+    def evaluate(self, x, *, channels):
+        return np.ascontiguousarray(from_blocked_array(x, channels))
 
 
 @register

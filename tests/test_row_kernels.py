@@ -59,6 +59,22 @@ def test_softmax_row_fused(n, fused):
         assert f"range({n})" not in func.script(), func.script()
 
 
+def test_long_rows_run_whole_vectors_then_a_short_one():
+    """A row of 1500 (Whisper's attention) is no whole number of vectors:
+    its elementwise stages run the row's whole vectors of the target's
+    lanes, then the rest as one shorter vector (1500 = 93 x 16 + 12 with
+    16 lanes), not vectors of 15 that LLVM splits into four pieces."""
+    from braze.codegen.schedules.rule import lanes
+
+    vec = lanes(get_target("cpu"))
+    n = 1500
+    model = parse(graph(f"float[4,{n}] x", ["s = Softmax<axis=-1>(x)"], [f"float[4,{n}] s"]))
+    [(kernel, func)] = _kernel_funcs(model)
+    script = func.script()
+    assert f"T.vectorized({vec})" in script, script
+    assert f"T.vectorized({n - n % vec}, {n})" in script, script
+
+
 def _conv1d_model(stride: int = 1, group: int = 1, bn: bool = False):
     rng = np.random.default_rng(0)
     c, m, k = 32, 32, 3

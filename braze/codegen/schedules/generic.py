@@ -115,6 +115,7 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
         size = prod(int(iv.dom.extent) for iv in sch.get(b).iter_vars)
         if size % rows or prod(extent(sch, l) for l in sch.get_loops(b)[1:]) > size // rows:
             return False
+    partition = []
     for b in stages + [out]:
         inner = sch.get_loops(b)[1:]
         if b in vectors:  # (lanes, the row's vectors): the reduction outside, the lanes one vector
@@ -128,14 +129,23 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
                 sch.vectorize(v)
             elif 4 <= n <= 8 * vec:
                 sch.vectorize(inner[-1])
-            elif _exact_width(n, vec) is not None:
-                # a long row that is no whole number of vectors: split by
-                # the divisor nearest a vector, as the reductions are (a
-                # masked split made Whisper's softmax 1.3x slower)
-                _, v = sch.split(inner[-1], [None, _exact_width(n, vec)])
-                sch.vectorize(v)
+            elif n > 8 * vec:
+                # a long row that is no whole number of vectors: its whole
+                # vectors, then the rest as one short vector (partitioned
+                # last, once the loops are placed: it replaces the block).
+                # Vectors of the divisor nearest a vector instead (15 of
+                # Whisper's 1500 with 16 lanes) were split by LLVM into 8 +
+                # 4 + 2 + 1 lanes for every load and store (its softmax 11.4
+                # -> 10.3 ms alone); a masked split had been 1.3x slower;
+                # a row with no such divisor (ViT's 197 tokens) ran scalar
+                partition.append((inner[-1], n, vec))
     if rows * extent(sch, sch.get_loops(out)[-1]) >= min_parallel:
         sch.parallel(row)
+    for loop, n, vec in partition:
+        whole, rest = sch.loop_partition(loop, [n - n % vec, None])
+        _, v = sch.split(whole, [None, vec])
+        sch.vectorize(v)
+        sch.vectorize(rest)
     return True
 
 
@@ -165,7 +175,9 @@ def _row_rfactor(sch: Schedule, block, target):
 
 def _exact_width(n: int, vec: int) -> int | None:
     """The divisor of a row of ``n`` nearest to ``vec`` lanes, from half
-    to twice a vector (15 for 1500 with 16 lanes), or None."""
+    to twice a vector (15 for 1500 with 16 lanes), or None. (Fewest
+    power-of-two pieces instead, 20 = 16 + 4 lanes for 1500, made
+    Whisper's softmax 1.4x slower.)"""
     return min((d for d in range(max(4, vec // 2), 2 * vec + 1) if n % d == 0 and n >= 2 * d),
                key=lambda d: (abs(d - vec), -d), default=None)
 

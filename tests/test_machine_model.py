@@ -87,14 +87,16 @@ def test_accumulator_budget():
     assert pick_tile([(8, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency (4 x 2 units)
 
 
-@pytest.mark.parametrize("isa,expected", [(AVX2, {"tile_m": 6, "tile_n": 16, "unroll_k": 4, "order": 1}),
-                                          (AVX512, {"tile_m": 8, "tile_n": 32, "unroll_k": 4, "order": 1})])
-def test_gemm_tile_fits_the_registers(isa, expected):
+@pytest.mark.parametrize("isa,n,expected", [(AVX2, 3072, {"tile_m": 6, "tile_n": 16, "unroll_k": 4, "order": 1}),
+                                            (AVX512, 3072, {"tile_m": 8, "tile_n": 48, "unroll_k": 4, "order": 1}),
+                                            (AVX512, 1024, {"tile_m": 8, "tile_n": 32, "unroll_k": 4, "order": 1})])
+def test_gemm_tile_fits_the_registers(isa, n, expected):
     """bert-base's FFN matmul: 6x16 on AVX2 (12 accumulators, 2 B vectors, a
-    broadcast), 8x32 on AVX-512; 4 k steps a loop body on both."""
+    broadcast), 8 rows of 3 vectors on AVX-512 (24 accumulators), or of 2
+    where 3 vectors do not divide the columns; 4 k steps a loop body."""
     target = _target(*isa)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [128, 768])], ["out"],
-                   {"w": _w(768, 3072)})
+                   {"w": _w(768, n)})
     op = _anchor(model, "nn.matmul")
     params = gemm.defaults(op, None, target)
     assert params == expected

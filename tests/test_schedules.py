@@ -57,6 +57,29 @@ def _w(*shape):
     return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)).astype(np.float32)
 
 
+@pytest.mark.parametrize("shape_a,shape_b", [([197, 64], [64, 96]), ([2, 13, 16], [2, 16, 40])])
+def test_gemm_rows_past_the_last_tile_read_a_clamped_row(shape_a, shape_b):
+    """ViT's 197 tokens fill no whole tile of rows: the last tile's extra
+    rows read A's last row again (an index clamped per tile row) and are
+    not written back, with no copy of A padded with zero rows."""
+    from braze.codegen.kernel import partition
+    from braze.codegen.schedules import schedule_kernel
+    from braze.compiler import pipeline
+    from braze.frontend import import_onnx
+    from braze.targets import get_target
+
+    weights = {"w": _w(*shape_b)} if len(shape_b) == 2 else {}
+    inputs = [("x", shape_a)] + ([] if weights else [("w", shape_b)])
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], inputs, ["out"], weights)
+    art = _check(model)
+    assert art.kernels[0]["schedule"] == "gemm"
+    module = import_onnx(model)
+    pipeline(2).run(module)
+    (kernel,) = partition(module.main)
+    script = schedule_kernel(kernel, get_target(TARGET)).script()
+    assert "T.min(" in script and 'sblock("p0_pad")' not in script, script
+
+
 @pytest.mark.parametrize("m,k,n", [(13, 40, 64), (8, 16, 32), (1, 24, 48), (20, 32, 24), (19, 24, 37)])
 def test_gemm_edges_with_epilogue(m, k, n):
     """Rows not a multiple of the tile (padded), one row, N not a multiple

@@ -61,7 +61,8 @@ def inline(sch: Schedule, anchor_blocks) -> None:
     the operands of anchors (a matmul must read its operands from memory,
     not recompute them per tile) and outputs. Packed-weight unpacking is
     inlined into the anchor: that is what makes the anchor read the packed
-    layout."""
+    layout; so is a stage marked ``braze.view`` (an index map, no
+    arithmetic: gemm's clamped rows)."""
     anchor_names = {sch.get(b).name_hint for b in anchor_blocks}
     outputs = {sch.get(b).name_hint for b in sch.get_output_blocks(sch.get_sblock("root"))}
     for block in sch.get_child_blocks(sch.get_sblock("root")):
@@ -72,7 +73,7 @@ def inline(sch: Schedule, anchor_blocks) -> None:
             continue
         consumers = sch.get_consumers(block)
         feeds_anchor = any(sch.get(c).name_hint in anchor_names for c in consumers)
-        if feeds_anchor and not name.startswith("unpack"):
+        if feeds_anchor and not (name.startswith("unpack") or int(sch.get(block).annotations.get("braze.view", 0))):
             continue
         if any(_row_reduction(sch, c) for c in consumers) and _computes(sch, block):
             continue  # computed once, vectorized, rather than per element inside a scalar reduction loop

@@ -136,8 +136,7 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
                 # Vectors of the divisor nearest a vector instead (15 of
                 # Whisper's 1500 with 16 lanes) were split by LLVM into 8 +
                 # 4 + 2 + 1 lanes for every load and store (its softmax 11.4
-                # -> 10.3 ms alone); a masked split had been 1.3x slower;
-                # a row with no such divisor (ViT's 197 tokens) ran scalar
+                # -> 10.3 ms alone); a masked split had been 1.3x slower
                 partition.append((inner[-1], n, vec))
     if rows * extent(sch, sch.get_loops(out)[-1]) >= min_parallel:
         sch.parallel(row)

@@ -21,6 +21,7 @@ from braze.errors import PassError
 from braze.frontend import import_onnx
 from braze.ir.interpret import interpret
 from braze.passes import PassManager
+from braze.passes.layout import layout_summary, summary_line
 from braze.targets import get_target
 from onnx_check import float_model as _model
 from onnx_check import run_ort
@@ -194,6 +195,11 @@ def test_channels_are_padded_to_whole_blocks():
     assert weights == [(16, 8, 1, 1), (16, 16, 1, 1), (16, 16, 1, 1), (16, 16, 1, 1)]
     (back,) = [op for op in module.main.body.ops if op.name == "layout.from_blocked"]
     assert back.attributes["channels"] == 12 and back.result.type.shape == (1, 12, 6, 6)
+    # the IR says which convs are padded, and so does explain's summary
+    convs = [op for op in module.main.body.ops if op.name == "nn.conv_blocked"]
+    assert [op.attributes.get("braze.channels") for op in convs] == [None, 12, None, 12]
+    assert layout_summary(module)["padded_convs"] == 2 and "2 with padded channels" in summary_line(
+        layout_summary(module))
 
 
 def _padded_block():
@@ -398,5 +404,5 @@ def test_explain_reports_the_layout_and_plain_turns_it_off():
 
     blocked, plain = explain(), explain("--layout", "plain")
     assert blocked["blocked_convs"] > 0 and blocked["plain_convs"] == 0 and 8 in blocked["blocks"]
-    assert plain == {"blocked_convs": 0, "plain_convs": blocked["blocked_convs"], "to_blocked": 0,
-                     "from_blocked": 0, "blocks": []}
+    assert plain == {"blocked_convs": 0, "padded_convs": 0, "plain_convs": blocked["blocked_convs"],
+                     "to_blocked": 0, "from_blocked": 0, "blocks": []}

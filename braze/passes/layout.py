@@ -331,6 +331,8 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
             if is_depthwise(lookup(op.name).normalize_attrs(attrs)["group"], x.type.shape[1], w[0], w[1]):
                 # a group a channel, padding included
                 attrs["group"] = chains.lanes[id(op.result)]
+            if chains.padded(op.result):  # for the reader of the IR: the channels before padding
+                attrs["braze.channels"] = op.result.type.shape[1]
             new = [builder.value("nn.conv_blocked", [xb, *operands], {**attrs, "block": block}, loc=op.loc)]
         elif op.name in _POOLS:
             a = lookup(op.name).normalize_attrs(attrs)
@@ -414,12 +416,14 @@ def _loc(v: Value, transform: str) -> Location:
 
 def layout_summary(module: Module) -> dict:
     """What the layout pass left in ``module`` (fused or not), for
-    ``braze explain``: convs in the blocked layout and in the plain one,
-    the transforms, and the blocks used."""
+    ``braze explain``: convs in the blocked layout (and how many of them
+    have padded outputs) and in the plain one, the transforms, and the
+    blocks used."""
     ops = [op for op in module.walk() if op.name in ("nn.conv", "nn.conv_blocked", "layout.to_blocked",
                                                       "layout.from_blocked")]
     blocks = sorted({op.results[0].type.shape[-1] for op in ops if op.name == "nn.conv_blocked"})
     return {"blocked_convs": sum(op.name == "nn.conv_blocked" for op in ops),
+            "padded_convs": sum(op.name == "nn.conv_blocked" and "braze.channels" in op.attributes for op in ops),
             "plain_convs": sum(op.name == "nn.conv" for op in ops),
             "to_blocked": sum(op.name == "layout.to_blocked" for op in ops),
             "from_blocked": sum(op.name == "layout.from_blocked" for op in ops),
@@ -431,6 +435,7 @@ def summary_line(summary: dict) -> str:
     if not summary["blocked_convs"]:
         return f"layout: plain ({summary['plain_convs']} convs)" if summary["plain_convs"] else ""
     blocks = ", ".join(f"NCHW{b}c" for b in summary["blocks"])
+    padded = f", {summary['padded_convs']} with padded channels" if summary.get("padded_convs") else ""
     return (f"layout: {summary['blocked_convs']} of {summary['blocked_convs'] + summary['plain_convs']} convs "
-            f"blocked ({blocks}), {summary['to_blocked']} to_blocked and {summary['from_blocked']} "
+            f"blocked ({blocks}{padded}), {summary['to_blocked']} to_blocked and {summary['from_blocked']} "
             f"from_blocked transforms")

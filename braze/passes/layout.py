@@ -256,11 +256,9 @@ class _Chains:
             inner = (self.blocks[id(x)], self.lanes[id(x)]) if id(x) in self.blocks else blocking(c, self.block)
             if inner != (block, lanes if depthwise else c):
                 return None
-        padded_input = id(x) in self.blocks and self.padded(x) or \
-            id(x) not in self.blocks and group == 1 and (blocking(c, self.block) or (0, c))[1] != c
         bias = op.operands[2] if len(op.operands) > 2 else None
-        if (lanes != m or padded_input) and bias is not None and constant_value(bias, self.module) is None:
-            return None  # padding needs a constant bias to pad
+        if lanes != m and bias is not None and constant_value(bias, self.module) is None:
+            return None  # a padded output needs a constant bias to pad
         return [(block, lanes, 0.0)]
 
     def narrow_ends(self) -> frozenset[int]:
@@ -385,8 +383,9 @@ def _pad(c: np.ndarray, lanes: int, fill: float = 0.0) -> np.ndarray:
 
 
 def _padded_weights(module: Module, builder: Builder, op: Operation, xb: Value, lanes: int) -> list[Value]:
-    """A conv's weight and bias for a padded output (``lanes`` channels) or
-    input (``xb``'s blocked channels): zero rows and columns, at compile time."""
+    """A conv's weight (and bias) for a padded output (``lanes`` channels:
+    zero rows) or input (``xb``'s blocked channels: zero columns), at
+    compile time."""
     w, *rest = op.operands[1:]
     m, cg, r, s = w.type.shape
     inputs = xb.type.shape[1] * xb.type.shape[4] if xb.type.rank == 5 else xb.type.shape[1]
@@ -396,10 +395,10 @@ def _padded_weights(module: Module, builder: Builder, op: Operation, xb: Value, 
     weights = np.zeros((lanes, cols, r, s), w.type.np_dtype)
     weights[:m, :cg] = constant_value(w, module)
     out = [builder.const(weights, w.name, w.owner.loc)]
-    if rest:
+    if rest and lanes != m:  # a padded output: the bias too
         bias = rest[0]
-        out.append(builder.const(_pad(constant_value(bias, module).reshape(-1), lanes), bias.name, bias.owner.loc))
-    return out
+        return out + [builder.const(_pad(constant_value(bias, module).reshape(-1), lanes), bias.name, bias.owner.loc)]
+    return out + rest
 
 
 def _next(func, op: Operation) -> Operation:

@@ -18,6 +18,7 @@ import numpy as np
 from tvm import te
 
 from ..kernel import Packing
+from ..lowerings.nn import matmul
 from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, registers, weight_param
 from .tir import blocks_under, epilogue_of, extent, tile_result
 
@@ -151,7 +152,6 @@ def lower(op, params):
     rows = _padded_rows(op, params)
     if rows is None:
         return None
-    from ..lowerings.nn import matmul
 
     def clamped(a, b):
         *lead, m, k = (int(d) for d in a.shape)

@@ -20,7 +20,10 @@ AVX512 = ("skylake-avx512", 512, 32)
 
 
 def _target(mcpu, bits, regs):
-    return dataclasses.replace(get_target("cpu"), mcpu=mcpu, mattr=(), vector_bits=bits, vector_registers=regs)
+    """The host's target made into ``mcpu``'s: its vector file and FMA pipes
+    (the host's own may differ: Zen 4 starts one 512-bit FMA per cycle)."""
+    return dataclasses.replace(get_target("cpu"), mcpu=mcpu, mattr=(), vector_bits=bits, vector_registers=regs,
+                               fma_units=detect.fma_units(mcpu, bits))
 
 
 def _anchor(model, name):

@@ -90,13 +90,15 @@ def test_accumulator_budget():
     assert pick_tile([(8, "a"), (12, "b")]) == "a"  # the first that hides the FMA latency (4 x 2 units)
 
 
-@pytest.mark.parametrize("isa,n,expected", [(AVX2, 3072, {"tile_m": 6, "tile_n": 16, "unroll_k": 4, "order": 1}),
+@pytest.mark.parametrize("isa,n,expected", [(AVX2, 3072, {"tile_m": 4, "tile_n": 24, "unroll_k": 4, "order": 1}),
+                                            (AVX2, 1024, {"tile_m": 6, "tile_n": 16, "unroll_k": 4, "order": 1}),
                                             (AVX512, 3072, {"tile_m": 8, "tile_n": 48, "unroll_k": 4, "order": 1}),
                                             (AVX512, 1024, {"tile_m": 8, "tile_n": 32, "unroll_k": 4, "order": 1})])
 def test_gemm_tile_fits_the_registers(isa, n, expected):
-    """bert-base's FFN matmul: 6x16 on AVX2 (12 accumulators, 2 B vectors, a
-    broadcast), 8 rows of 3 vectors on AVX-512 (24 accumulators), or of 2
-    where 3 vectors do not divide the columns; 4 k steps a loop body."""
+    """bert-base's FFN matmul: 3 vectors wide where they divide the columns,
+    4 rows on AVX2 (12 accumulators, 3 B vectors and a broadcast: all 16
+    registers), 8 on AVX-512 (24 of 32); else 2 vectors wide (6 x 16 on
+    AVX2, 8 x 32 on AVX-512); 4 k steps a loop body."""
     target = _target(*isa)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [128, 768])], ["out"],
                    {"w": _w(768, n)})
@@ -104,7 +106,7 @@ def test_gemm_tile_fits_the_registers(isa, n, expected):
     params = gemm.defaults(op, None, target)
     assert params == expected
     nv = params["tile_n"] // lanes(target)
-    assert params["tile_m"] * nv + nv + 2 <= registers(target)
+    assert params["tile_m"] * nv + nv + 1 <= registers(target)
 
 
 @pytest.mark.parametrize("isa,tile", [(AVX2, (6, 16)), (AVX512, (6, 64))])
@@ -122,7 +124,7 @@ def test_gemm_attention_tiles(isa, tile):
     params = gemm.defaults(_anchor(mixed, "nn.matmul"), None, target)
     assert (params["tile_m"], params["tile_n"]) == tile and params["order"] == 1
     nv = params["tile_n"] // lanes(target)
-    assert params["tile_m"] * nv + nv + 2 <= registers(target)
+    assert params["tile_m"] * nv + nv + 1 <= registers(target)
 
 
 @pytest.mark.parametrize("isa", [AVX2, AVX512])

@@ -241,6 +241,27 @@ def test_blocked_k_blocks(c, block_c):
     assert (p["order"], p["block_c"]) == (1, block_c)
 
 
+@pytest.mark.parametrize("hw,units,tile_w", [(56, 2, 8), (56, 1, 4), (112, 1, 4), (14, 1, 7), (7, 1, 7), (14, 2, 7)])
+def test_depthwise_columns_follow_the_fma_units(hw, units, tile_w):
+    """A depthwise tile holds as many columns as keep the FMA units busy
+    (4 x units, at most 8): 4 with Zen 4's one 512-bit unit, 8 with two;
+    where that count divides no width (7, 14), the largest divisor up to 8."""
+    from braze.frontend import import_onnx
+    from braze.passes import PassManager
+
+    target = dataclasses.replace(_target(*AVX512), fma_units=units)
+    c = 2 * lanes(target)
+    model = _model([helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
+                    helper.make_node("Relu", ["a"], ["r"]),
+                    helper.make_node("Conv", ["r", "w2"], ["out"], kernel_shape=[3, 3], pads=[1] * 4, group=c)],
+                   [("x", [1, c, hw, hw])], ["out"], {"w1": _w(c, c, 1, 1), "w2": _w(c, 1, 3, 3)})
+    module = import_onnx(model)
+    PassManager.parse(f"canonicalize,cse,dce,layout{{block={lanes(target)}}}").run(module)
+    depthwise = [op for op in module.main.body.ops if op.name == "nn.conv_blocked"][1]
+    p = blocked.blocked_defaults(depthwise, None, target)
+    assert (p["tile_k"], p["tile_w"], p["pad"]) == (1, tile_w, 2)
+
+
 def test_avx512_kernels_build_on_any_host():
     """Code for the other ISA compiles here (it is run only where the host has it)."""
     target = _target(*AVX512)

@@ -32,7 +32,8 @@ from ...ir.ops.conv import is_depthwise
 from ...ir.registry import lookup
 from ..kernel import Packing
 from .conv import _tile_epilogue, run_tasks
-from .rule import FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, pick_tile, register, registers, weight_param
+from .rule import (FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, min_accumulators, pick_tile, register,
+                   registers, weight_param)
 from .tir import extent, vectorize_padding
 
 
@@ -55,10 +56,19 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     m, cg, r, s = op.operands[1].type.shape
     if _depthwise(op):
         # each output column's taps load their own input vectors: one weight
-        # vector and the columns' accumulators, up to 8 (MobileNetV2's 32 x
-        # 112x112, alone, AVX-512: 0.057-0.059 ms with 4-8 columns, 0.065
-        # with 14, 0.093 with 28)
-        tile_w = divisor_at_most(ow, min(8, accumulators(target, 1) - 1))
+        # vector and the columns' accumulators, as many as keep the FMA
+        # units busy (min_accumulators: 8 with two units, 4 with Zen 4's one
+        # 512-bit unit), else up to 8 where that count divides no width
+        # (7, 14). MobileNetV2's 32 x 112x112, alone, Intel Xeon AVX-512:
+        # 0.057-0.059 ms with 4-8 columns, 0.065 with 14, 0.093 with 28. On
+        # Zen 4 (AVX-512, one unit), its depthwise convs on 112-, 56- and
+        # 28-wide maps ran 1.08-1.38x faster with 4 columns than with 8, and
+        # 2 columns no faster than 8; an AVX2 build there (two units) ran
+        # 0.91-1.0x as fast with 4
+        cap = min(8, accumulators(target, 1) - 1)
+        tile_w = divisor_at_most(ow, min(cap, min_accumulators(target)))
+        if tile_w < min(cap, min_accumulators(target)):
+            tile_w = divisor_at_most(ow, cap)
         # the padding read in place (guarded vector loads; 2.0-2.9x faster
         # than padded rows on MobileNetV2's depthwise convs, Xeon AVX-512)
         return {"tile_k": 1, "tile_w": tile_w, "order": 2, "pad": 2}

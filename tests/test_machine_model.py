@@ -124,7 +124,7 @@ def test_gemm_attention_tiles(isa, tile):
     params = gemm.defaults(_anchor(mixed, "nn.matmul"), None, target)
     assert (params["tile_m"], params["tile_n"]) == tile and params["order"] == 1
     nv = params["tile_n"] // lanes(target)
-    assert params["tile_m"] * nv + nv + 1 <= registers(target)
+    assert params["tile_m"] * nv + nv + 2 <= registers(target)
 
 
 @pytest.mark.parametrize("isa", [AVX2, AVX512])

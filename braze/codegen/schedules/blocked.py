@@ -66,8 +66,9 @@ def blocked_defaults(op, kernel, target) -> dict | None:
         # 2 columns no faster than 8; an AVX2 build there (two units) ran
         # 0.91-1.0x as fast with 4
         cap = min(8, accumulators(target, 1) - 1)
-        tile_w = divisor_at_most(ow, min(cap, min_accumulators(target)))
-        if tile_w < min(cap, min_accumulators(target)):
+        want = min(cap, min_accumulators(target))
+        tile_w = divisor_at_most(ow, want)
+        if tile_w < want:
             tile_w = divisor_at_most(ow, cap)
         # the padding read in place (guarded vector loads; 2.0-2.9x faster
         # than padded rows on MobileNetV2's depthwise convs, Xeon AVX-512)

@@ -167,12 +167,16 @@ def precision_record(pm: PassManager, target) -> dict:
         math = f"native {dtype} storage and math, float32 accumulation in matmul and conv"
     else:  # the CPU, and the Ascend-like targets' host emulator
         from .codegen.schedules.amx import has_amx
+        from .codegen.schedules.dpbf16 import has_dpbf16
 
         math = (f"{dtype} storage, float32 arithmetic: kernels widen {dtype} operands as they read them and "
                 f"round results to {dtype}")
         if dtype == "bf16" and has_amx(target):
             math += ("; matmuls by a constant weight multiply bf16 natively on AMX tiles, accumulating in "
                      "float32 (docs/schedules.md, \"amx\")")
+        elif dtype == "bf16" and has_dpbf16(target):
+            math += ("; matmuls by a constant weight multiply bf16 natively with AVX512-BF16 dot products "
+                     "(VDPBF16PS), accumulating in float32 (docs/schedules.md, \"dpbf16\")")
         else:
             math += f" (no native {dtype} instructions)"
     return {"mode": mode, "dtype": dtype or "f32", "math": math,

@@ -17,6 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import braze
 from braze.codegen.schedules.amx import has_amx
+from braze.codegen.schedules.dpbf16 import has_dpbf16
 from braze.compiler import fuse_only, precision_options
 from braze.errors import PrecisionError
 from braze.ir import print_module
@@ -158,12 +159,15 @@ def test_mixed_builds_match_float32_onnxruntime_with_the_cpu_rules(mode):
     assert _error(artifact, BERT) <= TOLERANCES[low]
     assert len(artifact.kernels) <= len(plain.kernels)
     # the schedule rules take 16-bit kernels (no fallback to the generic schedule); on a CPU with
-    # AMX, bfloat16 matmuls by a weight take the amx rule where float32 ones take gemm
-    amx = low == "bf16" and has_amx(get_target("cpu"))
-    assert ("AMX" in precision["math"]) == amx
+    # AMX (or else AVX512-BF16), bfloat16 matmuls by a weight take the amx (dpbf16) rule where
+    # float32 ones take gemm
+    host = get_target("cpu")
+    native = None if low != "bf16" else "amx" if has_amx(host) else "dpbf16" if has_dpbf16(host) else None
+    assert ("AMX" in precision["math"]) == (native == "amx")
+    assert ("VDPBF16PS" in precision["math"]) == (native == "dpbf16")
     pairs = list(zip([k["schedule"] for k in artifact.kernels], [k["schedule"] for k in plain.kernels]))
-    assert len(pairs) == len(plain.kernels) and all(a == b or (amx and (a, b) == ("amx", "gemm")) for a, b in pairs)
-    assert any(a == "amx" for a, _ in pairs) == amx
+    assert len(pairs) == len(plain.kernels) and all(a == b or (a, b) == (native, "gemm") for a, b in pairs)
+    assert any(a == native for a, _ in pairs) == (native is not None)
     assert {k["dtype"] for k in artifact.kernels} == {low, "f32"}
 
 

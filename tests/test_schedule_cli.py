@@ -213,9 +213,9 @@ def test_cli_errors_are_one_line(mlp, tmp_path, braze_cli):
 
 def test_schedule_takes_the_precision_mode(mlp, braze_cli):
     """`braze schedule --precision-mode` times the kernel a 16-bit compile
-    builds (its casts fused in, its rule: amx on a CPU with AMX tiles), and
+    builds (its casts fused in, its rule: amx on a CPU with AMX tiles, dpbf16 with AVX512-BF16), and
     checks its variants against the mode's tolerance, not float32's."""
-    from braze.codegen.schedules.amx import has_amx
+    from braze.codegen.schedules.dpbf16 import native_bf16_rule
     from braze.passes.precision import TOLERANCES
     from braze.targets import get_target
 
@@ -227,4 +227,4 @@ def test_schedule_takes_the_precision_mode(mlp, braze_cli):
     data = json.loads(r.stdout)
     assert data["tolerance"] == TOLERANCES["bf16"] and "math.cast" in data["kernel"]["ops"]
     default = data["variants"][0]
-    assert default["ok"] and default["schedule"] == ("amx" if has_amx(get_target("cpu")) else "gemm")
+    assert default["ok"] and default["schedule"] == (native_bf16_rule(get_target("cpu")) or "gemm")

@@ -627,3 +627,74 @@ def test_amx_only_where_the_target_has_it_and_the_shapes_fit():
         model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [32, k])], ["out"], {"w": _w(k, 64)})
         art = braze_compile(model, target=target, precision_mode=mode)
         assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == ["gemm"], (target, k, mode)
+
+
+# --- AVX512-BF16: bfloat16 matmuls with dot products --------------------------------------------------
+def _dpbf16_target():
+    """An AVX-512 target with AVX512-BF16 and no AMX (AMD Zen 4, Intel Cooper Lake): built on any x86 host."""
+    import dataclasses
+
+    from braze.targets import get_target
+
+    return dataclasses.replace(get_target("cpu-avx512"), mattr=("+avx512bf16",))
+
+
+def _kernel_asm(artifact) -> str:
+    return "".join(m.inspect_source("asm") for m in artifact._executable.mod.imports if m.kind == "llvm")
+
+
+def _bf16(v: np.ndarray) -> np.ndarray:
+    """float32 rounded to the nearest bfloat16 (ties to even), as float32."""
+    u = v.astype(np.float32).view(np.uint32).astype(np.uint64)
+    return (((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16).astype(np.uint32).view(np.float32)
+
+
+@pytest.mark.parametrize("a_shape,k,n,block", [((64, 96), 96, 96, (8, 3)), ((1, 37, 64), 64, 32, (8, 2)),
+                                               ((5, 34), 34, 16, (5, 1))])
+def test_bf16_matmul_by_a_weight_multiplies_with_dot_products(a_shape, k, n, block):
+    """A bfloat16 matmul by a constant weight takes the dpbf16 rule on a
+    target with AVX512-BF16 and no AMX: the weight in the pair-interleaved
+    panels, register blocks from the machine model (8 rows x 3 panel
+    vectors with 32 registers, fewer vectors where they do not divide the
+    columns, the rows where there are fewer; 37 rows padded to 40), and the
+    loop made of VDPBF16PS. Where this CPU has AVX512-BF16, the result is
+    the float32 product of the bfloat16-rounded operands (to float32
+    accumulation error), and with a bias and ReLU on the block it matches
+    float32 onnxruntime within the bfloat16 tolerance."""
+    from braze.passes.precision import TOLERANCES
+    from braze.targets.isa import missing, requirements
+
+    w, b = _w(k, n), RNG.standard_normal(n).astype(np.float32)
+    bare = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", list(a_shape))], ["out"], {"w": w})
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
+                    helper.make_node("Relu", ["z"], ["out"])], [("x", list(a_shape))], ["out"], {"w": w, "b": b})
+    arts = [braze_compile(m, target=_dpbf16_target(), precision_mode="allow_mix_precision_bf16") for m in (bare, model)]
+    for art in arts:
+        [kernel] = [kr for kr in art.kernels if "MatMul" in kr["name"]]
+        assert kernel["schedule"] == "dpbf16" and kernel["packed"] == ["amx-bf16-pairs"], kernel
+        [params] = kernel["schedule_params"].values()
+        assert (params["rows"], params["vectors"]) == block
+        assert "vdpbf16ps" in _kernel_asm(art) and "VDPBF16PS" in art.manifest["precision"]["math"]
+    if missing(requirements(_dpbf16_target())) is not None:
+        return
+    x = RNG.standard_normal(a_shape).astype(np.float32)
+    exact = _bf16(x).astype(np.float64) @ _bf16(w).astype(np.float64)
+    np.testing.assert_allclose(arts[0].run({"x": x})["out"], exact, rtol=0, atol=1e-6 * k * np.abs(exact).max())
+    got, want = arts[1].run({"x": x})["out"], run_ort(model, {"x": x})["out"]
+    assert np.abs(got - want).max() <= TOLERANCES["bf16"] * np.abs(want).max()
+
+
+def test_dpbf16_only_where_the_target_has_it_and_the_shapes_fit():
+    """AVX-512 without AVX512-BF16, a float32 build, an odd reduction, columns
+    not a whole number of vectors, or a single row: the gemm rule; with AMX
+    as well, the amx rule."""
+    cases = [("cpu-avx512", 64, 64, 32, "allow_mix_precision_bf16", "gemm"),
+             (_dpbf16_target(), 64, 64, 32, None, "gemm"),
+             (_dpbf16_target(), 63, 64, 32, "allow_mix_precision_bf16", "gemm"),
+             (_dpbf16_target(), 64, 40, 32, "allow_mix_precision_bf16", "gemm"),
+             (_dpbf16_target(), 64, 64, 1, "allow_mix_precision_bf16", "gemm"),
+             (_amx_target(), 64, 64, 32, "allow_mix_precision_bf16", "amx")]
+    for target, k, n, m, mode, rule in cases:
+        model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [m, k])], ["out"], {"w": _w(k, n)})
+        art = braze_compile(model, target=target, precision_mode=mode)
+        assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == [rule], (target, k, n, m, mode)

@@ -24,7 +24,7 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError, last_line
 from ... import interrupts
 from ..kernel import Kernel, compute
-from . import amx, blocked, conv, depthwise, gemm, pointwise, winograd  # noqa: F401  (register the rules)
+from . import amx, blocked, conv, depthwise, dpbf16, gemm, pointwise, winograd  # noqa: F401  (register the rules)
 from .generic import attach_to_consumers, schedule_generic, schedule_rows
 from .rule import PRIORITY, RULES, Rule
 from .tir import Schedule, anchors, inline

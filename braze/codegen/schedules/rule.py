@@ -71,7 +71,7 @@ def halve_double(op, target, defaults) -> list[dict]:
 #: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv),
 #: depthwise after it (the grouped convs whose groups conv2d's blocks do not
 #: fit), and amx before gemm (the bfloat16 matmuls a CPU with AMX tiles takes).
-PRIORITY = ("winograd", "pointwise", "conv2d", "depthwise", "blocked", "amx", "gemm")
+PRIORITY = ("winograd", "pointwise", "conv2d", "depthwise", "blocked", "amx", "dpbf16", "gemm")
 
 
 RULES: dict[str, Rule] = {}

@@ -1,0 +1,119 @@
+"""dpbf16: a bfloat16 ``nn.matmul`` by a constant weight with AVX512-BF16 dot products.
+
+Where the target has AVX512-BF16 (``avx512bf16``: AMD Zen 4 and later,
+Intel Cooper Lake and Sapphire Rapids) and no AMX, a matmul whose operands
+are bfloat16 (the ``allow_mix_precision_bf16`` mode) multiplies with
+``VDPBF16PS``: one instruction adds, to 16 float32 accumulators, the dot
+products of a broadcast pair of A (a row at k, k+1) with 16 column pairs
+of B, twice the multiply-adds of a float32 FMA on the same register. The
+output is cut in register blocks of ``rows`` x ``16 * vectors`` (8 x 48
+with 32 registers: 24 accumulators, 3 panel vectors, 1 broadcast), each
+one micro-kernel over the whole k (a tensor intrinsic, intrinsics.py). The
+weight is packed once, at compile time, into the pair-interleaved panels
+the AMX rule uses too (``[N / 16, K / 2, 16, 2]``). Column blocks are
+outside row blocks, so a block's panel stays in L2 while the rows pass; the
+block's float32 result lands in a local buffer where the epilogue (bias,
+activation, the rounding to bfloat16) runs on it. Blocks are spread over
+the cores.
+"""
+
+from __future__ import annotations
+
+from .amx import has_amx
+from .amx import packings as pair_panels
+from .intrinsics import DPBF16_LANES, dpbf16_block
+from .rule import Rule, lanes, register, registers, weight_param
+from .tir import blocks_under, epilogue_of, tile_result
+
+#: the ISA feature a target needs for this rule (LLVM's name)
+FEATURE = "avx512bf16"
+#: rows of a register block at most (as the float32 gemm's tiles)
+MAX_ROWS = 8
+
+
+def has_dpbf16(target) -> bool:
+    from ...targets.isa import requirements
+
+    return getattr(target, "kind", None) == "llvm" and FEATURE in requirements(target)["features"]
+
+
+def native_bf16_rule(target) -> str | None:
+    """The rule a bfloat16 matmul by a weight takes on ``target`` where its
+    shape suits it: ``amx``, else ``dpbf16``, else None (``gemm``, float32
+    arithmetic on widened operands)."""
+    return "amx" if has_amx(target) else "dpbf16" if has_dpbf16(target) else None
+
+
+def _block(op, target) -> tuple[int, int]:
+    """(rows, vectors) of the register block: the widest panel (3, 2 or 1
+    vectors of 16 columns) that divides the columns, and the rows whose
+    accumulators fit the registers beside the panel vectors and the
+    broadcast (the machine model, docs/schedules.md)."""
+    m, n = op.results[0].type.shape[-2], op.results[0].type.shape[-1]
+    vectors = next(v for v in (3, 2, 1) if n % (v * DPBF16_LANES) == 0)
+    rows = max(2, min(MAX_ROWS, (registers(target) - vectors - 1) // vectors, m))
+    return rows, vectors
+
+
+def applies(op, kernel, target) -> bool:
+    a, b = op.operands[0].type, op.operands[1].type
+    if a.dtype != "bf16" or b.dtype != "bf16" or len(a.shape) < 2 or len(b.shape) != 2:
+        return False
+    k, n = b.shape
+    # one row (a vector times the weight) is the gemm rule's: the block's row loop would vanish
+    return (k > 0 and k % 2 == 0 and n % DPBF16_LANES == 0 and a.shape[-2] >= 2
+            and weight_param(op, kernel, rank=2) is not None and lanes(target) == DPBF16_LANES
+            and has_dpbf16(target) and not has_amx(target))
+
+
+def defaults(op, kernel, target) -> dict | None:
+    rows, vectors = _block(op, target)
+    return {"rows": rows, "vectors": vectors}
+
+
+def _params(op, target, params) -> tuple[int, int]:
+    rows, vectors = int(params["rows"]), int(params["vectors"])
+    n = op.results[0].type.shape[-1]
+    if rows < 2 or vectors < 1 or n % (vectors * DPBF16_LANES):
+        raise ValueError(f"dpbf16 needs rows >= 2 and 16 * vectors dividing the {n} columns, "
+                         f"got rows={rows}, vectors={vectors}")
+    return rows, vectors
+
+
+def prepare(sch, block, op, target, params) -> None:
+    """Rows that do not fill the last block (ViT's 197 tokens): pad the row
+    space to a multiple of ``rows`` (zero rows of A, dropped from C)."""
+    rows, _ = _params(op, target, params)
+    m = op.results[0].type.shape[-2]
+    if m % rows:
+        padding = [1] * len(sch.get(block).iter_vars)  # (batch..., i, j, k)
+        padding[-3] = rows
+        sch.pad_einsum(block, padding)
+
+
+def apply(sch, block, op, target, params) -> set[str]:
+    rows, vectors = _params(op, target, params)
+    *batch, i, j, k = sch.get_loops(block)
+    epi = epilogue_of(sch, block, padded=True)
+    io, ii = sch.split(i, [None, rows])
+    jo, ji = sch.split(j, [None, vectors * DPBF16_LANES])
+    sch.reorder(*batch, jo, io, ii, ji, k)
+    tile_result(sch, block, epi, io, lanes(target))
+    outer = sch.fuse(*batch, jo, io)
+    sch.parallel(outer)
+    init = sch.decompose_reduction(block, ii)
+    sch.vectorize(sch.get_loops(init)[-1])
+    reduction = int(op.operands[1].type.shape[0])
+    lead_a, lead_c = len(op.operands[0].type.shape) - 2, len(op.results[0].type.shape) - 2
+    sch.tensorize(ii, dpbf16_block(rows, vectors, reduction, lead_a, lead_c))
+    return blocks_under(sch, outer)
+
+
+def grid(op, target, defaults) -> list[dict]:
+    n = op.results[0].type.shape[-1]
+    return [{"rows": r, "vectors": v} for v in (1, 2, 3) if n % (v * DPBF16_LANES) == 0 for r in (4, 6, 8)
+            if r * v + v + 1 <= registers(target) and {"rows": r, "vectors": v} != defaults]
+
+
+register(Rule("dpbf16", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, pair_panels, prepare,
+              grid=grid))

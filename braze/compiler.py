@@ -175,8 +175,9 @@ def precision_record(pm: PassManager, target) -> dict:
             math += ("; matmuls by a constant weight multiply bf16 natively on AMX tiles, accumulating in "
                      "float32 (docs/schedules.md, \"amx\")")
         elif dtype == "bf16" and has_dpbf16(target):
-            math += ("; matmuls by a constant weight multiply bf16 natively with AVX512-BF16 dot products "
-                     "(VDPBF16PS), accumulating in float32 (docs/schedules.md, \"dpbf16\")")
+            math += ("; matmuls by a constant weight and blocked-layout convolutions multiply bf16 natively "
+                     "with AVX512-BF16 dot products (VDPBF16PS), accumulating in float32 (docs/schedules.md, "
+                     "\"dpbf16\")")
         else:
             math += f" (no native {dtype} instructions)"
     return {"mode": mode, "dtype": dtype or "f32", "math": math,

@@ -698,3 +698,41 @@ def test_dpbf16_only_where_the_target_has_it_and_the_shapes_fit():
         model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [m, k])], ["out"], {"w": _w(k, n)})
         art = braze_compile(model, target=target, precision_mode=mode)
         assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == [rule], (target, k, n, m, mode)
+
+
+@pytest.mark.parametrize("c,k,hw,kernel,stride", [(32, 48, 14, 3, 1), (64, 32, 15, 3, 2), (24, 64, 10, 1, 1)])
+def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride):
+    """A bfloat16 conv in the blocked layout takes dpbf16 on a target with
+    AVX512-BF16: the weight packed with the input channels in pairs under
+    each vector of output channels (8 channels: a half block; 24 padded to
+    32), the blocked rule's register tile, VDPBF16PS in the loop. Where
+    the CPU has it, the result matches the same build with the blocked rule
+    (float32 arithmetic on the same bfloat16 values) to bfloat16 roundings,
+    and float32 onnxruntime within the bfloat16 tolerance."""
+    from braze.passes.precision import TOLERANCES
+    from braze.targets.isa import missing, requirements
+
+    pads = [kernel // 2] * 4
+    model = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
+                    helper.make_node("Relu", ["c0"], ["r0"]),
+                    helper.make_node("Conv", ["r0", "w", "b"], ["c1"], pads=pads, strides=[stride] * 2),
+                    helper.make_node("Relu", ["c1"], ["out"])],
+                   [("x", [1, 8, hw, hw])], ["out"],
+                   {"w0": _w(c, 8, 3, 3), "w": _w(k, c, kernel, kernel), "b": RNG.standard_normal(k).astype(np.float32)})
+    art = braze_compile(model, target=_dpbf16_target(), precision_mode="allow_mix_precision_bf16")
+    convs = [kr for kr in art.kernels if "nn.conv_blocked" in kr["ops"]]
+    assert len(convs) == 2 and all(kr["schedule"] == "dpbf16" for kr in convs), convs
+    # the first conv's 8 input channels are one half block (pairs: 4 a block), the second's whole ones
+    assert [kr["packed"] for kr in convs] == [["conv-dpbf16-8x16"], ["conv-dpbf16-16x16"]]
+    assert "vdpbf16ps" in _kernel_asm(art)
+    if missing(requirements(_dpbf16_target())) is not None:
+        return
+    pinned = braze_compile(model, target=_dpbf16_target(), precision_mode="allow_mix_precision_bf16",
+                           schedules={kr["name"]: {"rule": "blocked"} for kr in convs})
+    assert {kr["schedule"] for kr in pinned.kernels if "nn.conv_blocked" in kr["ops"]} == {"blocked"}
+    x = RNG.standard_normal((1, 8, hw, hw)).astype(np.float32)
+    got, same = art.run({"x": x})["out"], pinned.run({"x": x})["out"]
+    # (the first conv's bfloat16 outputs may differ by an ulp between the two, the second sums them)
+    np.testing.assert_allclose(got, same, rtol=2 ** -7, atol=2 ** -7 * np.abs(same).max())
+    want = run_ort(model, {"x": x})["out"]
+    assert np.abs(got - want).max() <= TOLERANCES["bf16"] * np.abs(want).max()

@@ -239,7 +239,7 @@ class _Chains:
     def _conv(self, op: Operation) -> list[tuple[int, int, float]] | None:
         x, w = op.operands[0], op.operands[1]
         attrs = lookup(op.name).normalize_attrs(op.attributes)
-        if x.type.rank != 4 or x.type.dtype != "f32" or constant_value(w, self.module) is None:
+        if x.type.rank != 4 or x.type.dtype not in ("f32", "f16", "bf16") or constant_value(w, self.module) is None:
             return None
         m, c = w.type.shape[0], x.type.shape[1]
         group = attrs["group"]

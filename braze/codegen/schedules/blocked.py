@@ -155,7 +155,12 @@ def blocked_packings(op, kernel, target, params) -> dict:
     return {index: Packing(f"conv-blocked-{bi}x{b}", (m // b, cg // bi, r, s, bi, b), pack, unpack)}
 
 
-def blocked_apply(sch, block, op, target, params) -> set[str]:
+def blocked_apply(sch, block, op, target, params, pairs: str | None = None) -> set[str]:
+    """``pairs``: the name of a tensor intrinsic that takes the vector of a
+    block's output channels over a pair of input channels (AVX512-BF16's
+    dot products, the ``dpbf16`` rule): the block's input channels are split
+    in pairs, the pair innermost under the vector, which the intrinsic
+    replaces."""
     tile_k, tile_w = int(params["tile_k"]), int(params["tile_w"])
     order = int(params.get("order", 2))
     if order not in (1, 2):
@@ -175,15 +180,19 @@ def blocked_apply(sch, block, op, target, params) -> set[str]:
     bi = extent(sch, reduce[-1]) if len(reduce) == 4 else None  # (rco, rh, rw, rci): a blocked input
     k_blocks = (order == 1 and bi is not None and block_c is not None and block_c % bi == 0
                 and extent(sch, reduce[0]) * bi > block_c and (extent(sch, reduce[0]) * bi) % block_c == 0)
+    pair = []
+    if pairs is not None:
+        rcp, r2 = sch.split(reduce[-1], [None, 2])
+        reduce, pair = [*reduce[:-1], rcp], [r2]
     if k_blocks:
         # K blocks: a task is a tile of channel blocks over every row, its
         # output in a local buffer; each block of block_c input channels
         # passes over every row before the next one starts
         reduce_at, rci_o = sch.split(reduce[0], [None, block_c // bi])
-        sch.reorder(n, ko, reduce_at, h, wo, rci_o, *reduce[1:], wi, kb, kl)
+        sch.reorder(n, ko, reduce_at, h, wo, rci_o, *reduce[1:], wi, kb, kl, *pair)
         reduce = [reduce_at, rci_o, *reduce[1:]]
     else:
-        sch.reorder(n, first, second, wo, *reduce, wi, kb, kl)
+        sch.reorder(n, first, second, wo, *reduce, wi, kb, kl, *pair)
     pad = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("conv_pad")), None)
     if int(params.get("pad", 1)) not in (1, 2):
         raise ValueError(f"blocked pad must be 1 (a padded copy) or 2 (guarded reads), got {params['pad']}")
@@ -210,10 +219,14 @@ def blocked_apply(sch, block, op, target, params) -> set[str]:
     _tile_epilogue(sch, block, ko if k_blocks else wo, v)
     sch.unroll(wi)
     sch.unroll(kb)
-    sch.vectorize(kl)
+    if pairs is None:
+        sch.vectorize(kl)
     if rows_pad and not split_pad:
         sch.vectorize(sch.get_loops(pad)[-1])
-    return run_tasks(sch, block, lead, reduce[0])
+    done = run_tasks(sch, block, lead, reduce[0])
+    if pairs is not None:
+        sch.tensorize(kl, pairs)
+    return done
 
 
 def blocked_grid(op, target, defaults) -> list[dict]:

@@ -19,9 +19,14 @@ the cores.
 
 from __future__ import annotations
 
+import numpy as np
+from tvm import te
+
+from ..kernel import Packing
+from . import blocked
 from .amx import has_amx
 from .amx import packings as pair_panels
-from .intrinsics import DPBF16_LANES, dpbf16_block
+from .intrinsics import DPBF16_LANES, dpbf16_block, dpbf16_vector
 from .rule import Rule, lanes, register, registers, weight_param
 from .tir import blocks_under, epilogue_of, tile_result
 
@@ -55,7 +60,7 @@ def _block(op, target) -> tuple[int, int]:
     return rows, vectors
 
 
-def applies(op, kernel, target) -> bool:
+def _matmul_applies(op, kernel, target) -> bool:
     a, b = op.operands[0].type, op.operands[1].type
     if a.dtype != "bf16" or b.dtype != "bf16" or len(a.shape) < 2 or len(b.shape) != 2:
         return False
@@ -66,7 +71,7 @@ def applies(op, kernel, target) -> bool:
             and has_dpbf16(target) and not has_amx(target))
 
 
-def defaults(op, kernel, target) -> dict | None:
+def _matmul_defaults(op, kernel, target) -> dict | None:
     rows, vectors = _block(op, target)
     return {"rows": rows, "vectors": vectors}
 
@@ -80,7 +85,7 @@ def _params(op, target, params) -> tuple[int, int]:
     return rows, vectors
 
 
-def prepare(sch, block, op, target, params) -> None:
+def _matmul_prepare(sch, block, op, target, params) -> None:
     """Rows that do not fill the last block (ViT's 197 tokens): pad the row
     space to a multiple of ``rows`` (zero rows of A, dropped from C)."""
     rows, _ = _params(op, target, params)
@@ -91,7 +96,7 @@ def prepare(sch, block, op, target, params) -> None:
         sch.pad_einsum(block, padding)
 
 
-def apply(sch, block, op, target, params) -> set[str]:
+def _matmul_apply(sch, block, op, target, params) -> set[str]:
     rows, vectors = _params(op, target, params)
     *batch, i, j, k = sch.get_loops(block)
     epi = epilogue_of(sch, block, padded=True)
@@ -109,11 +114,80 @@ def apply(sch, block, op, target, params) -> set[str]:
     return blocks_under(sch, outer)
 
 
-def grid(op, target, defaults) -> list[dict]:
+def _matmul_grid(op, target, defaults) -> list[dict]:
     n = op.results[0].type.shape[-1]
     return [{"rows": r, "vectors": v} for v in (1, 2, 3) if n % (v * DPBF16_LANES) == 0 for r in (4, 6, 8)
             if r * v + v + 1 <= registers(target) and {"rows": r, "vectors": v} != defaults]
 
 
-register(Rule("dpbf16", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, pair_panels, prepare,
-              grid=grid))
+# --- blocked convolutions -------------------------------------------------------------------------
+def _conv_applies(op, kernel, target) -> bool:
+    """A dense or grouped (not depthwise) conv in the blocked layout whose
+    input, weight and output blocks are bfloat16, 16 channels a block on
+    both sides (or an even input block), by a constant weight."""
+    x, w, out = op.operands[0].type, op.operands[1].type, op.results[0].type
+    return (x.dtype == "bf16" and w.dtype == "bf16" and x.rank == 5 and x.shape[4] % 2 == 0
+            and out.shape[4] == DPBF16_LANES and not blocked._depthwise(op)
+            and weight_param(op, kernel) is not None and lanes(target) == DPBF16_LANES and has_dpbf16(target)
+            and blocked.blocked_applies(op, kernel, target))
+
+
+def _conv_packings(op, kernel, target, params) -> dict:
+    """The weight as ``[M/16, C/bi, R, S, bi/2, 16, 2]``: per input block
+    and tap, each pair of input channels a vector of 16 output channels x
+    the pair (``W[o, i] = P[o // 16, i // bi, y, z, i % bi // 2, o % 16, i % 2]``)."""
+    index = weight_param(op, kernel)
+    m, cg, r, s = op.operands[1].type.shape
+    bi, b = op.operands[0].type.shape[4], DPBF16_LANES
+
+    def pack(w: np.ndarray) -> np.ndarray:
+        return w.reshape(m // b, b, cg // bi, bi // 2, 2, r, s).transpose(0, 2, 5, 6, 3, 1, 4)
+
+    def unpack(p: te.Tensor) -> te.Tensor:
+        return te.compute((m, cg, r, s), lambda o, i, y, z: p[o // b, i // bi, y, z, i % bi // 2, o % b, i % 2],
+                          name="unpack_conv")
+
+    return {index: Packing(f"conv-dpbf16-{bi}x{b}", (m // b, cg // bi, r, s, bi // 2, b, 2), pack, unpack)}
+
+
+def _conv_apply(sch, block, op, target, params) -> set[str]:
+    if int(params.get("pad", 1)) != 1:
+        raise ValueError("dpbf16 convs read a padded copy of the input (pad 1): a guarded read is no pair of words")
+    out_rank = len(op.results[0].type.shape)
+    return blocked.blocked_apply(sch, block, op, target, params, pairs=dpbf16_vector(5, 7, out_rank))
+
+
+# --- the rule: one instruction, two ops -------------------------------------------------------------
+def _conv(op) -> bool:
+    return op.name == "nn.conv_blocked"
+
+
+def applies(op, kernel, target) -> bool:
+    return _conv_applies(op, kernel, target) if _conv(op) else _matmul_applies(op, kernel, target)
+
+
+def defaults(op, kernel, target) -> dict | None:
+    return blocked.blocked_defaults(op, kernel, target) if _conv(op) else _matmul_defaults(op, kernel, target)
+
+
+def packings(op, kernel, target, params) -> dict:
+    return _conv_packings(op, kernel, target, params) if _conv(op) else pair_panels(op, kernel, target, params)
+
+
+def prepare(sch, block, op, target, params) -> None:
+    if not _conv(op):
+        _matmul_prepare(sch, block, op, target, params)
+
+
+def apply(sch, block, op, target, params) -> set[str]:
+    return _conv_apply(sch, block, op, target, params) if _conv(op) else _matmul_apply(sch, block, op, target, params)
+
+
+def grid(op, target, defaults) -> list[dict]:
+    if _conv(op):
+        return [g for g in blocked.blocked_grid(op, target, defaults) if g.get("pad", 1) == 1]
+    return _matmul_grid(op, target, defaults)
+
+
+register(Rule("dpbf16", ("nn.matmul", "nn.conv_blocked"), __doc__.split("\n\n")[0], applies, defaults, apply,
+              packings, prepare, grid=grid))

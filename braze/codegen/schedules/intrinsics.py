@@ -262,3 +262,57 @@ def dpbf16_block(rows: int, vectors: int, k: int, lead_a: int = 0, lead_c: int =
     name = f"braze_dpbf16_{rows}x{vectors * DPBF16_LANES}x{k}_{lead_a}{lead_c}"
     s_tir.TensorIntrin.register(name, *_dpbf16_funcs(rows, vectors, k, lead_a, lead_c), override=True)
     return name
+
+
+def _dpbf16_vector_funcs(rank_x: int, rank_w: int, rank_c: int):
+    """desc/impl of ``C[16] += X[2] . W[16, 2]`` (float32 += bfloat16 x
+    bfloat16): one output vector of a blocked conv over one pair of input
+    channels, one VDPBF16PS. X is the pair of channels of one input pixel
+    (NCHWc: adjacent), W the weight's pair-interleaved vector, C the
+    accumulator; each with the leading unit dims of its buffer
+    (``rank_*``)."""
+    bf, f32, lanes = "bfloat16", "float32", DPBF16_LANES
+    ux, uw, uc = (1,) * (rank_x - 1), (1,) * (rank_w - 2), (1,) * (rank_c - 1)
+    zx, zw, zc = (0,) * (rank_x - 1), (0,) * (rank_w - 2), (0,) * (rank_c - 1)
+
+    def strides(rank, last):
+        return [T.int32() for _ in range(rank - len(last))] + last
+
+    @T.prim_func(s_tir=True)
+    def desc(x: T.handle, w: T.handle, c: T.handle) -> None:
+        X = T.match_buffer(x, ux + (2,), bf, offset_factor=1, strides=strides(rank_x, [1]))
+        W = T.match_buffer(w, uw + (lanes, 2), bf, offset_factor=1, strides=strides(rank_w, [2, 1]))
+        C = T.match_buffer(c, uc + (lanes,), f32, offset_factor=1, strides=strides(rank_c, [1]), scope="local")
+        with T.sblock("root"):
+            T.reads(C[zc + (slice(0, lanes),)], X[zx + (slice(0, 2),)], W[zw + (slice(0, lanes), slice(0, 2))])
+            T.writes(C[zc + (slice(0, lanes),)])
+            for j, r in T.grid(lanes, 2):
+                with T.sblock("update"):
+                    vj, vr = T.axis.remap("SR", [j, r])
+                    C[zc + (vj,)] = C[zc + (vj,)] + T.Cast(f32, X[zx + (vr,)]) * T.Cast(f32, W[zw + (vj, vr)])
+
+    @T.prim_func(s_tir=True)
+    def impl(x: T.handle, w: T.handle, c: T.handle) -> None:
+        X = T.match_buffer(x, ux + (2,), bf, offset_factor=2, strides=strides(rank_x, [1]))
+        W = T.match_buffer(w, uw + (lanes, 2), bf, offset_factor=2, strides=strides(rank_w, [2, 1]))
+        C = T.match_buffer(c, uc + (lanes,), f32, offset_factor=1, strides=strides(rank_c, [1]), scope="local")
+        with T.sblock("root"):
+            T.reads(C[zc + (slice(0, lanes),)], X[zx + (slice(0, 2),)], W[zw + (slice(0, lanes), slice(0, 2))])
+            T.writes(C[zc + (slice(0, lanes),)])
+            X32 = T.decl_buffer((X.elem_offset // 2 + 1,), "int32", data=X.data)
+            W32 = T.decl_buffer((W.elem_offset // 2 + lanes,), "int32", data=W.data)
+            with T.attr(0, "pragma_import_llvm", DPBF16_LLVM):
+                C[zc + (T.ramp(0, 1, lanes),)] = T.call_pure_extern(
+                    "float32x16", "braze_dpbf16ps_step", C[zc + (T.ramp(0, 1, lanes),)],
+                    X32[X.elem_offset // 2], W32[T.ramp(W.elem_offset // 2, 1, lanes)])
+
+    return desc, impl
+
+
+@cache
+def dpbf16_vector(rank_x: int, rank_w: int, rank_c: int) -> str:
+    """The name of the registered AVX512-BF16 intrinsic for one output
+    vector over one pair of input channels (buffers of the given ranks)."""
+    name = f"braze_dpbf16_vector_{rank_x}{rank_w}{rank_c}"
+    s_tir.TensorIntrin.register(name, *_dpbf16_vector_funcs(rank_x, rank_w, rank_c), override=True)
+    return name

@@ -228,3 +228,16 @@ def test_schedule_takes_the_precision_mode(mlp, braze_cli):
     assert data["tolerance"] == TOLERANCES["bf16"] and "math.cast" in data["kernel"]["ops"]
     default = data["variants"][0]
     assert default["ok"] and default["schedule"] == (native_bf16_rule(get_target("cpu")) or "gemm")
+
+
+def test_schedule_times_16bit_winograd_kernels(conv, braze_cli):
+    """A 16-bit Winograd kernel's transformed weights are computed in
+    float64 and stored in the conv's dtype: `braze schedule` passes them in
+    that dtype, as the build does (it failed with "expected float16")."""
+    r = braze_cli("kernels", conv, "--precision-mode", "allow_mix_precision", "--json")
+    name = next(k["name"] for k in json.loads(r.stdout) if "nn.conv" in k["ops"])
+    r = braze_cli("schedule", conv, "--kernel", name, "--precision-mode", "allow_mix_precision",
+                  "--rule", "winograd", "--repeat", "2", "--json", "-q")
+    assert r.returncode == 0, r.stderr
+    variants = json.loads(r.stdout)["variants"]
+    assert variants[-1]["schedule"] == "winograd" and all(v["ok"] for v in variants), variants

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import ScheduleError
 from ..ir import const_array
+from ..ir.types import DTYPES
 from ..codegen.kernel import TVM_DTYPES, Kernel
 from ..codegen.schedules import RULES, ScheduleWarning
 
@@ -81,9 +82,15 @@ def kernel_args(kernel: Kernel, arrays, packings) -> list:
     ``packings`` says) as TVM tensors, then fresh output buffers."""
     import tvm
 
-    ins = [np.ascontiguousarray(packings[i].pack(a)) if i in packings else a for i, a in enumerate(arrays)]
+    def packed(i: int, a: np.ndarray):
+        # in the dtype the build stores it in (codegen/assemble.py): a packing
+        # may compute in float64 (Winograd's transformed weights)
+        stored = packings[i].dtype or kernel.params[i].type.dtype
+        return tvm.runtime.tensor(np.ascontiguousarray(packings[i].pack(a)).astype(DTYPES[stored]))
+
+    ins = [packed(i, a) if i in packings else tvm.runtime.tensor(a) for i, a in enumerate(arrays)]
     outs = [tvm.runtime.empty(r.type.shape, TVM_DTYPES[r.type.dtype]) for r in kernel.results]
-    return [tvm.runtime.tensor(a) for a in ins] + outs
+    return ins + outs
 
 
 def call(lib, kernel: Kernel, arrays, packings) -> list[np.ndarray]:

@@ -162,7 +162,8 @@ def _schedule_tolerance(args) -> float:
 def _schedule_arguments(s) -> None:
     compile_options(s)
     s.add_argument("--kernel", required=True, help="kernel name from `braze kernels` (or kN for the N-th)")
-    s.add_argument("--rule", help="schedule rule to try (gemm, pointwise, conv2d, winograd, depthwise, generic)")
+    s.add_argument("--rule", help="schedule rule to try (gemm, pointwise, conv2d, winograd, depthwise, blocked, "
+                                  "amx, dpbf16, generic; docs/schedules.md)")
     s.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter, e.g. tile_m=8 (repeatable)")
     s.add_argument("--fn", dest="schedule_fn", metavar="FILE.py:FUNC",
                    help="your schedule function FUNC(sch, kernel, target)")

@@ -1,20 +1,28 @@
-"""dpbf16: a bfloat16 ``nn.matmul`` by a constant weight with AVX512-BF16 dot products.
+"""dpbf16: bfloat16 matmuls and blocked convs by a constant weight with AVX512-BF16 dot products.
 
 Where the target has AVX512-BF16 (``avx512bf16``: AMD Zen 4 and later,
-Intel Cooper Lake and Sapphire Rapids) and no AMX, a matmul whose operands
-are bfloat16 (the ``allow_mix_precision_bf16`` mode) multiplies with
-``VDPBF16PS``: one instruction adds, to 16 float32 accumulators, the dot
-products of a broadcast pair of A (a row at k, k+1) with 16 column pairs
-of B, twice the multiply-adds of a float32 FMA on the same register. The
-output is cut in register blocks of ``rows`` x ``16 * vectors`` (8 x 48
-with 32 registers: 24 accumulators, 3 panel vectors, 1 broadcast), each
-one micro-kernel over the whole k (a tensor intrinsic, intrinsics.py). The
-weight is packed once, at compile time, into the pair-interleaved panels
-the AMX rule uses too (``[N / 16, K / 2, 16, 2]``). Column blocks are
-outside row blocks, so a block's panel stays in L2 while the rows pass; the
-block's float32 result lands in a local buffer where the epilogue (bias,
-activation, the rounding to bfloat16) runs on it. Blocks are spread over
-the cores.
+Intel Cooper Lake and Sapphire Rapids), ``VDPBF16PS`` adds, to 16 float32
+accumulators, the dot products of a broadcast pair of bfloat16 with 16
+pairs: twice the multiply-adds of a float32 FMA on the same register.
+
+- a matmul whose operands are bfloat16 (the ``allow_mix_precision_bf16``
+  mode), where there is no AMX (the ``amx`` rule takes it there): the
+  output is cut in register blocks of ``rows`` x ``16 * vectors`` (8 x 48
+  with 32 registers: 24 accumulators, 3 panel vectors, 1 broadcast), each
+  one micro-kernel over the whole k (a tensor intrinsic, intrinsics.py)
+  that broadcasts a pair of A (a row at k, k+1) and loads a vector of 16
+  column pairs of B. The weight is packed once, at compile time, into the
+  pair-interleaved panels the AMX rule uses too (``[N / 16, K / 2, 16,
+  2]``). Column blocks are outside row blocks, so a block's panel stays in
+  L2 while the rows pass; the block's float32 result lands in a local
+  buffer where the epilogue (bias, activation, the rounding to bfloat16)
+  runs on it. Blocks are spread over the cores.
+- a dense or grouped conv in the blocked layout, where a pixel's channels
+  lie side by side, so that a pair of input channels is one 32-bit word:
+  the ``blocked`` rule's schedule and parameters, with each input block's
+  channels split in pairs and the pair innermost under the vector of
+  output channels, which one ``VDPBF16PS`` computes. The weight is packed
+  as ``[M/16, C/bi, R, S, bi/2, 16, 2]``.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from tvm import te
 from ..kernel import Packing
 from .intrinsics import AMX_BLOCK, AMX_K, amx_bf16_block
 from .rule import Rule, lanes, register, weight_param
-from .tir import blocks_under, epilogue_of, tile_result
+from .tir import pad_rows, tensorize_blocks
 
 #: the ISA features a target needs for this rule (LLVM's names)
 FEATURES = ("amx-tile", "amx-bf16")
@@ -68,30 +68,13 @@ def packings(op, kernel, target, params) -> dict:
 
 
 def prepare(sch, block, op, target, params) -> None:
-    """Rows that do not fill the last block (ViT's 197 tokens): pad the row
-    space to a multiple of 32 (zero rows of A, dropped from C)."""
-    m = op.results[0].type.shape[-2]
-    if m % AMX_BLOCK:
-        padding = [1] * len(sch.get(block).iter_vars)  # (batch..., i, j, k)
-        padding[-3] = AMX_BLOCK
-        sch.pad_einsum(block, padding)
+    """Rows that do not fill the last block (ViT's 197 tokens): the row
+    space padded to a multiple of 32."""
+    pad_rows(sch, block, op, AMX_BLOCK)
 
 
 def apply(sch, block, op, target, params) -> set[str]:
-    *batch, i, j, k = sch.get_loops(block)
-    epi = epilogue_of(sch, block, padded=True)
-    io, ii = sch.split(i, [None, AMX_BLOCK])
-    jo, ji = sch.split(j, [None, AMX_BLOCK])
-    sch.reorder(*batch, jo, io, ii, ji, k)
-    tile_result(sch, block, epi, io, lanes(target))
-    outer = sch.fuse(*batch, jo, io)
-    sch.parallel(outer)
-    init = sch.decompose_reduction(block, ii)
-    sch.vectorize(sch.get_loops(init)[-1])
-    reduction = int(op.operands[1].type.shape[0])
-    lead_a, lead_c = len(op.operands[0].type.shape) - 2, len(op.results[0].type.shape) - 2
-    sch.tensorize(ii, amx_bf16_block(reduction, lead_a, lead_c))
-    return blocks_under(sch, outer)
+    return tensorize_blocks(sch, block, op, AMX_BLOCK, AMX_BLOCK, lanes(target), amx_bf16_block)
 
 
 register(Rule("amx", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare,

@@ -36,7 +36,7 @@ from .amx import has_amx
 from .amx import packings as pair_panels
 from .intrinsics import DPBF16_LANES, dpbf16_block, dpbf16_vector
 from .rule import Rule, lanes, register, registers, weight_param
-from .tir import blocks_under, epilogue_of, tile_result
+from .tir import pad_rows, tensorize_blocks
 
 #: the ISA feature a target needs for this rule (LLVM's name)
 FEATURE = "avx512bf16"
@@ -94,32 +94,18 @@ def _params(op, target, params) -> tuple[int, int]:
 
 
 def _matmul_prepare(sch, block, op, target, params) -> None:
-    """Rows that do not fill the last block (ViT's 197 tokens): pad the row
-    space to a multiple of ``rows`` (zero rows of A, dropped from C)."""
-    rows, _ = _params(op, target, params)
-    m = op.results[0].type.shape[-2]
-    if m % rows:
-        padding = [1] * len(sch.get(block).iter_vars)  # (batch..., i, j, k)
-        padding[-3] = rows
-        sch.pad_einsum(block, padding)
+    """Rows that do not fill the last block (ViT's 197 tokens): the row
+    space padded to a multiple of ``rows``."""
+    pad_rows(sch, block, op, _params(op, target, params)[0])
 
 
 def _matmul_apply(sch, block, op, target, params) -> set[str]:
     rows, vectors = _params(op, target, params)
-    *batch, i, j, k = sch.get_loops(block)
-    epi = epilogue_of(sch, block, padded=True)
-    io, ii = sch.split(i, [None, rows])
-    jo, ji = sch.split(j, [None, vectors * DPBF16_LANES])
-    sch.reorder(*batch, jo, io, ii, ji, k)
-    tile_result(sch, block, epi, io, lanes(target))
-    outer = sch.fuse(*batch, jo, io)
-    sch.parallel(outer)
-    init = sch.decompose_reduction(block, ii)
-    sch.vectorize(sch.get_loops(init)[-1])
-    reduction = int(op.operands[1].type.shape[0])
-    lead_a, lead_c = len(op.operands[0].type.shape) - 2, len(op.results[0].type.shape) - 2
-    sch.tensorize(ii, dpbf16_block(rows, vectors, reduction, lead_a, lead_c))
-    return blocks_under(sch, outer)
+
+    def intrinsic(k: int, lead_a: int, lead_c: int) -> str:
+        return dpbf16_block(rows, vectors, k, lead_a, lead_c)
+
+    return tensorize_blocks(sch, block, op, rows, vectors * DPBF16_LANES, lanes(target), intrinsic)
 
 
 def _matmul_grid(op, target, defaults) -> list[dict]:

@@ -182,3 +182,36 @@ def tile_result(sch: Schedule, block, epi, loop, v: int) -> None:
         if extent(sch, wj) % v == 0:
             _, wv = sch.split(wj, [None, v])
             sch.vectorize(wv)
+
+
+def pad_rows(sch: Schedule, block, op, rows: int) -> None:
+    """Pad a matmul block's row space to a multiple of ``rows`` (zero rows
+    of A, dropped from C), for a tensor intrinsic of ``rows`` rows; run
+    before the epilogue is inlined (a rule's ``prepare``)."""
+    m = op.results[0].type.shape[-2]
+    if m % rows:
+        padding = [1] * len(sch.get(block).iter_vars)  # (batch..., i, j, k)
+        padding[-3] = rows
+        sch.pad_einsum(block, padding)
+
+
+def tensorize_blocks(sch: Schedule, block, op, rows: int, cols: int, v: int, intrinsic) -> set[str]:
+    """A matmul by a 2-D weight cut in ``rows`` x ``cols`` blocks over the
+    whole k, each block one tensor intrinsic (``intrinsic(k, lead_a,
+    lead_c)`` names it: A's and C's leading batch dims), column blocks
+    outside row blocks, spread over the cores; the block's result in a
+    local buffer where the epilogue runs, vectorized by ``v``."""
+    *batch, i, j, k = sch.get_loops(block)
+    epi = epilogue_of(sch, block, padded=True)
+    io, ii = sch.split(i, [None, rows])
+    jo, ji = sch.split(j, [None, cols])
+    sch.reorder(*batch, jo, io, ii, ji, k)
+    tile_result(sch, block, epi, io, v)
+    outer = sch.fuse(*batch, jo, io)
+    sch.parallel(outer)
+    init = sch.decompose_reduction(block, ii)
+    sch.vectorize(sch.get_loops(init)[-1])
+    reduction = int(op.operands[1].type.shape[0])
+    lead_a, lead_c = len(op.operands[0].type.shape) - 2, len(op.results[0].type.shape) - 2
+    sch.tensorize(ii, intrinsic(reduction, lead_a, lead_c))
+    return blocks_under(sch, outer)

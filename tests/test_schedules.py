@@ -700,25 +700,27 @@ def test_dpbf16_only_where_the_target_has_it_and_the_shapes_fit():
         assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == [rule], (target, k, n, m, mode)
 
 
-@pytest.mark.parametrize("c,k,hw,kernel,stride", [(32, 48, 14, 3, 1), (64, 32, 15, 3, 2), (24, 64, 10, 1, 1)])
-def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride):
+@pytest.mark.parametrize("c,k,hw,kernel,stride,group", [(32, 48, 14, 3, 1, 1), (64, 32, 15, 3, 2, 1),
+                                                        (24, 64, 10, 1, 1, 1), (64, 64, 9, 3, 1, 2)])
+def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride, group):
     """A bfloat16 conv in the blocked layout takes dpbf16 on a target with
     AVX512-BF16: the weight packed with the input channels in pairs under
     each vector of output channels (8 channels: a half block; 24 padded to
     32), the blocked rule's register tile, VDPBF16PS in the loop. Where
     the CPU has it, the result matches the same build with the blocked rule
     (float32 arithmetic on the same bfloat16 values) to bfloat16 roundings,
-    and float32 onnxruntime within the bfloat16 tolerance."""
+    and float32 onnxruntime within the bfloat16 tolerance. A grouped conv
+    (2 groups of 2 blocks) too."""
     from braze.passes.precision import TOLERANCES
     from braze.targets.isa import missing, requirements
 
     pads = [kernel // 2] * 4
     model = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
                     helper.make_node("Relu", ["c0"], ["r0"]),
-                    helper.make_node("Conv", ["r0", "w", "b"], ["c1"], pads=pads, strides=[stride] * 2),
+                    helper.make_node("Conv", ["r0", "w", "b"], ["c1"], pads=pads, strides=[stride] * 2, group=group),
                     helper.make_node("Relu", ["c1"], ["out"])],
-                   [("x", [1, 8, hw, hw])], ["out"],
-                   {"w0": _w(c, 8, 3, 3), "w": _w(k, c, kernel, kernel), "b": RNG.standard_normal(k).astype(np.float32)})
+                   [("x", [1, 8, hw, hw])], ["out"], {"w0": _w(c, 8, 3, 3), "w": _w(k, c // group, kernel, kernel),
+                                                      "b": RNG.standard_normal(k).astype(np.float32)})
     art = braze_compile(model, target=_dpbf16_target(), precision_mode="allow_mix_precision_bf16")
     convs = [kr for kr in art.kernels if "nn.conv_blocked" in kr["ops"]]
     assert len(convs) == 2 and all(kr["schedule"] == "dpbf16" for kr in convs), convs

@@ -242,9 +242,10 @@ def _stage_16bit(op) -> tuple[int, ...]:
     """A 16-bit dense conv's input, widened to float32 in a stage of its
     own: the micro-kernel broadcasts it one channel at a time, and converted
     per broadcast it cost resnet50's float16 build 1.22x float32's time
-    against 1.11x staged (YOLOv8n 1.37x against 1.33x; AMD EPYC Zen 4,
-    AVX-512, 2 threads, one rotation). A depthwise conv loads its input as
-    vectors, one conversion per vector: not staged."""
+    against 1.11x staged in one rotation (YOLOv8n 1.37x against 1.33x; AMD
+    EPYC Zen 4, AVX-512, 2 threads; a later benchmarks/precision.py run
+    measured 1.22x staged, 0.97-1.25: docs/performance.md). A depthwise conv
+    loads its input as vectors, one conversion per vector: not staged."""
     return () if _depthwise(op) else (0,)
 
 

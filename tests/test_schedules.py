@@ -738,30 +738,3 @@ def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride
     np.testing.assert_allclose(got, same, rtol=2 ** -7, atol=2 ** -7 * np.abs(same).max())
     want = run_ort(model, {"x": x})["out"]
     assert np.abs(got - want).max() <= TOLERANCES["bf16"] * np.abs(want).max()
-
-
-def test_16bit_dense_blocked_convs_widen_their_input_in_a_stage():
-    """In a float16 build, a dense blocked conv's input (the side its
-    micro-kernel broadcasts, one channel at a time) is widened to float32 in
-    a stage of its own before the micro-kernel; a depthwise conv's, which it
-    loads as whole vectors, is converted as it is read."""
-    from braze.codegen.kernel import partition
-    from braze.tools.isolate import build_alone
-    from braze.tools.listing import fused
-
-    model = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
-                    helper.make_node("Relu", ["c0"], ["r0"]),
-                    helper.make_node("Conv", ["r0", "wd"], ["c1"], pads=[1] * 4, group=32),
-                    helper.make_node("Relu", ["c1"], ["r1"]),
-                    helper.make_node("Conv", ["r1", "w2"], ["out"])],
-                   [("x", [1, 16, 12, 12])], ["out"], {"w0": _w(32, 16, 3, 3), "wd": _w(32, 1, 3, 3), "w2": _w(32, 32, 1, 1)})
-    module = fused(model, 2, None, None, TARGET, {"mode": "allow_mix_precision"}, "blocked")
-    widened = {}
-    for kernel in partition(module.main):
-        if any(op.name == "nn.conv_blocked" for op in kernel.ops):
-            func, fallback = build_alone(kernel, _target(), {})
-            assert not fallback and kernel.schedule == "blocked", (kernel.name, fallback, kernel.schedule)
-            depthwise = any(op.name == "nn.conv_blocked" and op.operands[1].type.shape[1] == 1 for op in kernel.ops)
-            widened[depthwise] = widened.get(depthwise, []) + ['"widen' in func.script()]
-    # the first conv reads the model's float32 input (its cast to float16 is in the kernel): nothing to widen
-    assert widened == {False: [False, True], True: [False]}

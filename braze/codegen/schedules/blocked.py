@@ -238,18 +238,7 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     return out + flips
 
 
-def _stage_16bit(op) -> tuple[int, ...]:
-    """A 16-bit dense conv's input, widened to float32 in a stage of its
-    own: the micro-kernel broadcasts it one channel at a time, and converted
-    per broadcast it cost resnet50's float16 build 1.22x float32's time
-    against 1.11x staged in one rotation (YOLOv8n 1.37x against 1.33x; AMD
-    EPYC Zen 4, AVX-512, 2 threads; a later benchmarks/precision.py run
-    measured 1.22x staged, 0.97-1.25: docs/performance.md). A depthwise conv
-    loads its input as vectors, one conversion per vector: not staged."""
-    return () if _depthwise(op) else (0,)
-
-
 register(Rule("blocked", ("nn.conv_blocked",),
               "convolution in the blocked (NCHWc) layout: vectors of output channels, packed weights",
               blocked_applies, blocked_defaults, blocked_apply, blocked_packings, grid=blocked_grid,
-              packed_by=(), stage_16bit=_stage_16bit))
+              packed_by=()))

@@ -593,7 +593,8 @@ def _amx_runs_here() -> bool:
     return missing(requirements(_amx_target())) is None
 
 
-@pytest.mark.parametrize("a_shape,k,n", [((64, 96), 96, 64), ((1, 40, 64), 64, 96), ((3, 32), 32, 32)])
+@pytest.mark.parametrize("a_shape,k,n", [((64, 96), 96, 64), ((1, 40, 64), 64, 96), ((3, 32), 32, 32),
+                                         ((1, 2, 32, 32), 32, 32)])
 def test_bf16_matmul_by_a_weight_multiplies_on_amx_tiles(a_shape, k, n):
     """A bfloat16 matmul by a constant weight takes the amx rule on a target
     with AMX: the weight packed in pair-interleaved panels, 32 x 32 blocks
@@ -650,13 +651,14 @@ def _bf16(v: np.ndarray) -> np.ndarray:
 
 
 @pytest.mark.parametrize("a_shape,k,n,block", [((64, 96), 96, 96, (8, 3)), ((1, 37, 64), 64, 32, (8, 2)),
-                                               ((5, 34), 34, 16, (5, 1))])
+                                               ((5, 34), 34, 16, (5, 1)), ((1, 3, 8, 32), 32, 48, (8, 3))])
 def test_bf16_matmul_by_a_weight_multiplies_with_dot_products(a_shape, k, n, block):
     """A bfloat16 matmul by a constant weight takes the dpbf16 rule on a
     target with AVX512-BF16 and no AMX: the weight in the pair-interleaved
     panels, register blocks from the machine model (8 rows x 3 panel
     vectors with 32 registers, fewer vectors where they do not divide the
-    columns, the rows where there are fewer; 37 rows padded to 40), and the
+    columns, the rows where there are fewer; 37 rows padded to 40; two
+    batch dims, as ConvNeXt's channels-last ``[1, H, W, C]``), and the
     loop made of VDPBF16PS. Where this CPU has AVX512-BF16, the result is
     the float32 product of the bfloat16-rounded operands (to float32
     accumulation error), and with a bias and ReLU on the block it matches

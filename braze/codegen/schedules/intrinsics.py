@@ -62,6 +62,14 @@ def deinterleave(stride: int, n: int, dtype: str = "float32") -> str:
     return name
 
 
+def _strides(lead: int, last: list) -> list:
+    """A buffer's strides: a free variable for each of ``lead`` leading dims
+    (each its own: one variable for all would make the match require the
+    strides equal, which fails for two batch dims such as ConvNeXt's
+    ``[1, 56, 56, C]``), then ``last``."""
+    return [T.int32() for _ in range(lead)] + last
+
+
 # --- AMX -------------------------------------------------------------------------------------------------
 #: Rows of an AMX tile, and the float32 columns of an accumulator tile.
 AMX_ROWS = 16
@@ -106,10 +114,10 @@ def _amx_funcs(k: int, lead_a: int, lead_c: int):
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa, sb0, sb1, sc = T.int32(), T.int32(), T.int32(), T.int32()
-        A = T.match_buffer(a, ua + (AMX_BLOCK, k), bf, offset_factor=1, strides=[T.int32()] * lead_a + [sa, 1])
+        A = T.match_buffer(a, ua + (AMX_BLOCK, k), bf, offset_factor=1, strides=_strides(lead_a, [sa, 1]))
         B = T.match_buffer(b, (2, k // 2, 16, 2), bf, offset_factor=1, strides=[sb0, sb1, 2, 1])
         C = T.match_buffer(c, uc + (AMX_BLOCK, AMX_BLOCK), f32, offset_factor=1,
-                           strides=[T.int32()] * lead_c + [sc, 1], scope="local")
+                           strides=_strides(lead_c, [sc, 1]), scope="local")
         with T.sblock("root"):
             T.reads(C[zc + (slice(0, AMX_BLOCK), slice(0, AMX_BLOCK))], A[za + (slice(0, AMX_BLOCK), slice(0, k))],
                     B[0:2, 0:k // 2, 0:16, 0:2])
@@ -123,10 +131,10 @@ def _amx_funcs(k: int, lead_a: int, lead_c: int):
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa, sb0, sb1, sc = T.int32(), T.int32(), T.int32(), T.int32()
-        A = T.match_buffer(a, ua + (AMX_BLOCK, k), bf, offset_factor=1, strides=[T.int32()] * lead_a + [sa, 1])
+        A = T.match_buffer(a, ua + (AMX_BLOCK, k), bf, offset_factor=1, strides=_strides(lead_a, [sa, 1]))
         B = T.match_buffer(b, (2, k // 2, 16, 2), bf, offset_factor=1, strides=[sb0, sb1, 2, 1])
         C = T.match_buffer(c, uc + (AMX_BLOCK, AMX_BLOCK), f32, offset_factor=1,
-                           strides=[T.int32()] * lead_c + [sc, 1], scope="local")
+                           strides=_strides(lead_c, [sc, 1]), scope="local")
         with T.sblock("root"):
             T.reads(C[zc + (slice(0, AMX_BLOCK), slice(0, AMX_BLOCK))], A[za + (slice(0, AMX_BLOCK), slice(0, k))],
                     B[0:2, 0:k // 2, 0:16, 0:2])
@@ -213,10 +221,10 @@ def _dpbf16_funcs(rows: int, vectors: int, k: int, lead_a: int, lead_c: int):
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa, sb0, sb1, sc = T.int32(), T.int32(), T.int32(), T.int32()
-        A = T.match_buffer(a, ua + (rows, k), bf, offset_factor=1, strides=[T.int32()] * lead_a + [sa, 1])
+        A = T.match_buffer(a, ua + (rows, k), bf, offset_factor=1, strides=_strides(lead_a, [sa, 1]))
         B = T.match_buffer(b, (vectors, k // 2, lanes, 2), bf, offset_factor=1, strides=[sb0, sb1, 2, 1])
         C = T.match_buffer(c, uc + (rows, cols), f32, offset_factor=1,
-                           strides=[T.int32()] * lead_c + [sc, 1], scope="local")
+                           strides=_strides(lead_c, [sc, 1]), scope="local")
         with T.sblock("root"):
             T.reads(C[zc + (slice(0, rows), slice(0, cols))], A[za + (slice(0, rows), slice(0, k))],
                     B[0:vectors, 0:k // 2, 0:lanes, 0:2])
@@ -230,10 +238,10 @@ def _dpbf16_funcs(rows: int, vectors: int, k: int, lead_a: int, lead_c: int):
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa, sb0, sb1, sc = T.int32(), T.int32(), T.int32(), T.int32()
-        A = T.match_buffer(a, ua + (rows, k), bf, offset_factor=2, strides=[T.int32()] * lead_a + [sa, 1])
+        A = T.match_buffer(a, ua + (rows, k), bf, offset_factor=2, strides=_strides(lead_a, [sa, 1]))
         B = T.match_buffer(b, (vectors, k // 2, lanes, 2), bf, offset_factor=2, strides=[sb0, sb1, 2, 1])
         C = T.match_buffer(c, uc + (rows, cols), f32, offset_factor=1,
-                           strides=[T.int32()] * lead_c + [sc, 1], scope="local")
+                           strides=_strides(lead_c, [sc, 1]), scope="local")
         with T.sblock("root"):
             T.reads(C[zc + (slice(0, rows), slice(0, cols))], A[za + (slice(0, rows), slice(0, k))],
                     B[0:vectors, 0:k // 2, 0:lanes, 0:2])
@@ -275,14 +283,11 @@ def _dpbf16_vector_funcs(rank_x: int, rank_w: int, rank_c: int):
     ux, uw, uc = (1,) * (rank_x - 1), (1,) * (rank_w - 2), (1,) * (rank_c - 1)
     zx, zw, zc = (0,) * (rank_x - 1), (0,) * (rank_w - 2), (0,) * (rank_c - 1)
 
-    def strides(rank, last):
-        return [T.int32() for _ in range(rank - len(last))] + last
-
     @T.prim_func(s_tir=True)
     def desc(x: T.handle, w: T.handle, c: T.handle) -> None:
-        X = T.match_buffer(x, ux + (2,), bf, offset_factor=1, strides=strides(rank_x, [1]))
-        W = T.match_buffer(w, uw + (lanes, 2), bf, offset_factor=1, strides=strides(rank_w, [2, 1]))
-        C = T.match_buffer(c, uc + (lanes,), f32, offset_factor=1, strides=strides(rank_c, [1]), scope="local")
+        X = T.match_buffer(x, ux + (2,), bf, offset_factor=1, strides=_strides(rank_x - 1, [1]))
+        W = T.match_buffer(w, uw + (lanes, 2), bf, offset_factor=1, strides=_strides(rank_w - 2, [2, 1]))
+        C = T.match_buffer(c, uc + (lanes,), f32, offset_factor=1, strides=_strides(rank_c - 1, [1]), scope="local")
         with T.sblock("root"):
             T.reads(C[zc + (slice(0, lanes),)], X[zx + (slice(0, 2),)], W[zw + (slice(0, lanes), slice(0, 2))])
             T.writes(C[zc + (slice(0, lanes),)])
@@ -293,9 +298,9 @@ def _dpbf16_vector_funcs(rank_x: int, rank_w: int, rank_c: int):
 
     @T.prim_func(s_tir=True)
     def impl(x: T.handle, w: T.handle, c: T.handle) -> None:
-        X = T.match_buffer(x, ux + (2,), bf, offset_factor=2, strides=strides(rank_x, [1]))
-        W = T.match_buffer(w, uw + (lanes, 2), bf, offset_factor=2, strides=strides(rank_w, [2, 1]))
-        C = T.match_buffer(c, uc + (lanes,), f32, offset_factor=1, strides=strides(rank_c, [1]), scope="local")
+        X = T.match_buffer(x, ux + (2,), bf, offset_factor=2, strides=_strides(rank_x - 1, [1]))
+        W = T.match_buffer(w, uw + (lanes, 2), bf, offset_factor=2, strides=_strides(rank_w - 2, [2, 1]))
+        C = T.match_buffer(c, uc + (lanes,), f32, offset_factor=1, strides=_strides(rank_c - 1, [1]), scope="local")
         with T.sblock("root"):
             T.reads(C[zc + (slice(0, lanes),)], X[zx + (slice(0, 2),)], W[zw + (slice(0, lanes), slice(0, 2))])
             T.writes(C[zc + (slice(0, lanes),)])

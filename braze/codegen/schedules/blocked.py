@@ -41,7 +41,7 @@ def _attrs(op) -> dict:
     return lookup(op.name).normalize_attrs(op.attributes)
 
 
-def _depthwise(op) -> bool:
+def depthwise_conv(op) -> bool:
     x, w = op.operands[0].type, op.operands[1].type
     channels = x.shape[1] * x.shape[4] if x.rank == 5 else x.shape[1]
     return is_depthwise(_attrs(op)["group"], channels, w.shape[0], w.shape[1])
@@ -54,7 +54,7 @@ def blocked_applies(op, kernel, target) -> bool:
 def blocked_defaults(op, kernel, target) -> dict | None:
     _, kb, _, ow, block = op.results[0].type.shape
     m, cg, r, s = op.operands[1].type.shape
-    if _depthwise(op):
+    if depthwise_conv(op):
         # each output column's taps load their own input vectors: one weight
         # vector and the columns' accumulators, as many as keep the FMA
         # units busy (min_accumulators: 8 with two units, 4 with Zen 4's one
@@ -135,7 +135,7 @@ def blocked_packings(op, kernel, target, params) -> dict:
     m, cg, r, s = op.operands[1].type.shape
     b = op.results[0].type.shape[4]
     x = op.operands[0].type
-    if _depthwise(op):
+    if depthwise_conv(op):
         def pack(w: np.ndarray) -> np.ndarray:
             return w.reshape(m // b, b, r, s).transpose(0, 2, 3, 1)
 
@@ -233,7 +233,7 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     ow = op.results[0].type.shape[3]
     kb = op.results[0].type.shape[1]
     out = [{**defaults, "tile_k": nb, "tile_w": divisor_at_most(ow, cap)}
-           for nb in (1, 2, 4) if kb % nb == 0 and not (_depthwise(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
+           for nb in (1, 2, 4) if kb % nb == 0 and not (depthwise_conv(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
     flips = [{**defaults, key: 3 - int(defaults.get(key, 1))} for key in ("order", "pad")]
     return out + flips
 

@@ -740,3 +740,95 @@ def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride
     np.testing.assert_allclose(got, same, rtol=2 ** -7, atol=2 ** -7 * np.abs(same).max())
     want = run_ort(model, {"x": x})["out"]
     assert np.abs(got - want).max() <= TOLERANCES["bf16"] * np.abs(want).max()
+
+
+
+# --- 16-bit convs with float32 arithmetic -------------------------------------------------------------
+def _conv_pads(model, mode, pin) -> dict[str, str]:
+    """Each conv kernel's ``conv_pad`` buffer declaration (TIR), with ``pin``."""
+    from braze.codegen.kernel import partition
+    from braze.compiler import precision_options
+    from braze.tools.isolate import build_alone
+    from braze.tools.listing import fused
+
+    pads = {}
+    for kernel in partition(fused(model, precision=precision_options(mode), target=TARGET).main):
+        if "nn.conv_blocked" in kernel.op_types:
+            func, fallback = build_alone(kernel, _target(), pin)
+            assert not fallback, fallback
+            pads[kernel.name] = "".join(ln for ln in func.script().splitlines() if "conv_pad = T.sblock_alloc" in ln)
+    return pads
+
+
+@pytest.mark.parametrize("mode,low", [("allow_mix_precision", "f16"), ("allow_mix_precision_bf16", "bf16")])
+def test_16bit_dense_convs_broadcast_a_float32_copy_of_their_input(mode, low):
+    """A 16-bit dense conv of the blocked rule (3x3 padded, 1x1 unpadded,
+    strided) reads its input from a float32 copy made in the padding's pass
+    (``conv_pad``): its micro-kernel broadcasts float32 values instead of
+    converting each one. A depthwise conv (vector loads, its padding read
+    in place) makes none. The result is the one of the same 16-bit values
+    read in place (``pad=2``) to a rounding, and float32 onnxruntime's
+    within the mode's tolerance. (The convs are pinned to ``blocked``: with
+    AVX512-BF16, bfloat16 ones take ``dpbf16``, which reads 16-bit pairs.)"""
+    from braze.passes.precision import TOLERANCES
+
+    c = 32
+    model = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
+                    helper.make_node("Relu", ["c0"], ["r0"]),
+                    helper.make_node("Conv", ["r0", "w1"], ["c1"]),
+                    helper.make_node("Relu", ["c1"], ["r1"]),
+                    helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 4, group=c),
+                    helper.make_node("Relu", ["c2"], ["r2"]),
+                    helper.make_node("Conv", ["r2", "w3"], ["out"], pads=[1] * 4, strides=[2, 2])],
+                   [("x", [1, 8, 12, 12])], ["out"],
+                   {"w0": _w(c, 8, 3, 3), "w1": _w(c, c, 1, 1), "w2": _w(c, 1, 3, 3), "w3": _w(c, c, 3, 3)})
+    pads = _conv_pads(model, mode, {"rule": "blocked"})
+    assert len(pads) == 4, pads
+    # (TVMScript names no dtype for float32; "bfloat16" contains "float16")
+    assert [bool(p) and "float16" not in p for p in pads.values()] == [True, True, False, True], pads
+    assert all(p == "" or "float16" in p for p in _conv_pads(model, mode, {"rule": "blocked",
+                                                                          "params": {"pad": 2}}).values())
+    if not _runs_here():
+        return
+    art = braze_compile(model, target=TARGET, precision_mode=mode, schedules={n: {"rule": "blocked"} for n in pads})
+    assert {kr["schedule"] for kr in art.kernels if "nn.conv_blocked" in kr["ops"]} == {"blocked"}
+    in_place = braze_compile(model, target=TARGET, precision_mode=mode,
+                             schedules={n: {"rule": "blocked", "params": {"pad": 2}} for n in pads})
+    x = RNG.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    got = art.run({"x": x})["out"]
+    eps = 2.0 ** (-10 if low == "f16" else -7)
+    np.testing.assert_allclose(got, in_place.run({"x": x})["out"], rtol=eps, atol=eps * np.abs(got).max())
+    want = run_ort(model, {"x": x})["out"]
+    assert np.abs(got - want).max() <= TOLERANCES[low] * np.abs(want).max()
+
+
+@pytest.mark.parametrize("hw,tile", [(56, 4), (28, 2)])
+def test_16bit_winograd_takes_4x4_tiles_on_large_maps_only(hw, tile):
+    """A 16-bit 3x3 conv takes Winograd F(4x4, 3x3) from 56x56 outputs up,
+    its transformed weights stored in float32 (a 16-bit U's rounding,
+    amplified by the output transform, doubled resnet50's float16 error);
+    on smaller maps F(2x2, 3x3) with 16-bit ones (the bytes added would
+    outweigh the multiplications saved). Both within float16's tolerance of
+    float32 onnxruntime."""
+    from braze.passes.precision import TOLERANCES
+
+    model = _model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 4),
+                    helper.make_node("Relu", ["c"], ["out"])],
+                   [("x", [1, 32, hw, hw])], ["out"], {"w": _w(32, 32, 3, 3)})
+    art = braze_compile(model, target=TARGET, precision_mode="allow_mix_precision")
+    (kernel,) = [kr for kr in art.kernels if kr["schedule"] == "winograd"]
+    (params,) = kernel["schedule_params"].values()
+    assert params["tile"] == tile and kernel["packed"][0].startswith(f"winograd-f{tile}x3-")
+    from braze.codegen.kernel import partition
+    from braze.compiler import precision_options
+    from braze.tools.isolate import build_alone
+    from braze.tools.listing import fused
+
+    (conv,) = partition(fused(model, precision=precision_options("allow_mix_precision"), target=TARGET).main)
+    build_alone(conv, _target(), {})
+    (packing,) = conv.packings.values()
+    assert packing.dtype == {4: "f32", 2: None}[tile]  # None: the conv's own dtype, float16
+    if _runs_here():
+        x = RNG.standard_normal((1, 32, hw, hw)).astype(np.float32)
+        want = run_ort(model, {"x": x})["out"]
+        assert np.abs(art.run({"x": x})["out"] - want).max() <= TOLERANCES["f16"] * np.abs(want).max()

@@ -31,19 +31,23 @@ def from_blocked(x, *, channels=0):
 
 
 @lowering("nn.conv_blocked")
-def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block):
+def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block, widen: bool = False):
     """out[n, ko, h, w, kl] for output channel ko*block + kl; the padding is
-    a stage of its own (``conv_pad``), as in NCHW's conv2d."""
-    plain = len(x.shape) == 4
+    a stage of its own (``conv_pad``), as in NCHW's conv2d. With ``widen``,
+    a 16-bit input is read from a float32 copy, padded if the conv pads
+    (``padded``)."""
+    plain, result = len(x.shape) == 4, dtype(x)
     m, cg, kh, kw = (int(d) for d in w.shape)
     n, height, width = int(x.shape[0]), int(x.shape[2]), int(x.shape[3])
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
     oh = (height + pt + pb - dh * (kh - 1) - 1) // sh + 1
     ow = (width + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    if any(pads):
+    acc = accumulator_dtype(x)
+    if widen and acc != x.dtype:
+        x = padded(x, pt, pl, pb, pr, acc)
+    elif any(pads):
         tail = [] if plain else [0]
         x = topi.nn.pad(x, [0, 0, pt, pl, *tail], [0, 0, pb, pr, *tail], name="conv_pad")
-    acc = accumulator_dtype(x)
     rh = te.reduce_axis((0, kh), name="rh")
     rw = te.reduce_axis((0, kw), name="rw")
     if group > 1 and cg == 1:  # depthwise: channel ko*block + kl reads its own input channel
@@ -72,4 +76,19 @@ def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block):
     if bias is not None:
         y = te.compute(y.shape, lambda b, ko, i, j, kl: y[b, ko, i, j, kl] + bias[ko * block + kl].astype(y.dtype),
                        name="bias_add")
-    return cast(y, dtype(x))
+    return cast(y, result)
+
+
+def padded(x: te.Tensor, pt: int, pl: int, pb: int, pr: int, to: str) -> te.Tensor:
+    """``x`` (N, C, H, W[, c]) zero-padded in H and W (by nothing: a copy)
+    and converted to ``to`` in the same pass: the ``conv_pad`` stage of a
+    16-bit conv whose micro-kernel then broadcasts float32 values."""
+    n, c, height, width, *tail = (int(d) for d in x.shape)
+    if not any((pt, pl, pb, pr)):
+        return te.compute(x.shape, lambda *i: x(*i).astype(to), name="conv_pad")
+
+    def at(b, ch, i, j, *rest):
+        inside = tirx.all(i >= pt, i < pt + height, j >= pl, j < pl + width)
+        return tirx.if_then_else(inside, x[(b, ch, i - pt, j - pl, *rest)].astype(to), tirx.const(0, to))
+
+    return te.compute((n, c, height + pt + pb, width + pl + pr, *tail), at, name="conv_pad")

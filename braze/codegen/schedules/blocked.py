@@ -31,6 +31,7 @@ from tvm import te
 from ...ir.ops.conv import is_depthwise
 from ...ir.registry import lookup
 from ..kernel import Packing
+from ..lowerings.layout import conv_blocked
 from .conv import _tile_epilogue, run_tasks
 from .rule import (FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, min_accumulators, pick_tile, register,
                    registers, weight_param)
@@ -238,7 +239,24 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     return out + flips
 
 
+def blocked_lowering(op, params):
+    """The conv's own lowering, except that a 16-bit dense conv reads a
+    float32 copy of its input, made in the pass that pads it (``conv_pad``,
+    a plain copy where there is no padding) with padded rows (``pad=1``,
+    the default): the micro-kernel broadcasts its input one value at a
+    time, and converting at each broadcast (F16C's ``vcvtph2ps``, a shift
+    for bfloat16) competes with the FMAs for the vector pipes, once per
+    tile of output channels (docs/schedules.md, "16-bit kernels")."""
+    widen = (op.results[0].type.dtype in ("f16", "bf16") and not depthwise_conv(op)
+             and int(params.get("pad", 1)) == 1)
+
+    def fn(x, w, bias=None, **attrs):
+        return conv_blocked(x, w, bias, widen=widen, **attrs)
+
+    return fn
+
+
 register(Rule("blocked", ("nn.conv_blocked",),
               "convolution in the blocked (NCHWc) layout: vectors of output channels, packed weights",
               blocked_applies, blocked_defaults, blocked_apply, blocked_packings, grid=blocked_grid,
-              packed_by=()))
+              packed_by=(), lower=blocked_lowering))

@@ -1,6 +1,6 @@
 """3x3 stride-1 convolutions by Winograd's minimal filtering, F(m x m, 3x3)
 with output tiles of m = 4 (or 2 where 4x4 tiles are too few, and for 16-bit
-convs: see ``packings``).
+convs on maps under 56 x 56: see ``packings``).
 
 Each m x m block of outputs (a *tile*) of each output channel comes from an
 (m+2) x (m+2) patch of the padded input: ``Y = A^T [ sum_c (G g G^T) .
@@ -63,6 +63,13 @@ MATRICES = {
 }
 #: the fewest output tiles (per image) a conv must have to take this rule
 _MIN_TILES = 49
+#: the fewest output positions (per image) a 16-bit conv must have to take
+#: F(4, 3) with float32 transformed weights (see ``packings``) rather than
+#: F(2, 3) with 16-bit ones: 4.5x the weight bytes ((36 x 4) / (16 x 2)) for
+#: 0.56x the multiplications. From 56 x 56 up, the bytes added are at most
+#: 1 per 49 multiplications saved; resnet50's and yolov8n's 16-bit builds
+#: keep half of float32's weight bytes (docs/schedules.md, "16-bit kernels")
+_WIDE_U_OUTPUTS = 56 * 56
 
 
 def _tiles(op, m: int) -> tuple[int, int]:
@@ -95,8 +102,9 @@ def _out_channels(op) -> int:
 
 def _tile(op) -> int | None:
     """The largest output tile that leaves at least ``_MIN_TILES`` tiles;
-    F(2, 3) only for a 16-bit conv (see ``packings``)."""
-    sizes = (4, 2) if op.results[0].type.dtype == "f32" else (2,)
+    for a 16-bit conv, F(4, 3) only on maps of ``_WIDE_U_OUTPUTS`` or more."""
+    oh, ow = op.results[0].type.shape[2:4]
+    sizes = (4, 2) if op.results[0].type.dtype == "f32" or oh * ow >= _WIDE_U_OUTPUTS else (2,)
     return next((m for m in sizes if np.prod(_tiles(op, m)) >= _MIN_TILES), None)
 
 

@@ -2,6 +2,7 @@
 
     python benchmarks/precision.py MODEL.onnx [MODEL.onnx ...] [--modes allow_mix_precision,allow_mix_precision_bf16]
                                    [--samples 100] [--threads 2] [--repeat 10] [--phases 5] [--out precision-out]
+                                   [--target cpu-avx2]
 
 For each model and mode, beside the float32 compile of the same model:
 
@@ -19,6 +20,11 @@ For each model and mode, beside the float32 compile of the same model:
   artifact against a second load of itself (1.00 within the noise);
 - **onnxruntime's own float16 build** (its converter, inputs and outputs kept
   float32), on the same random inputs: what float16 costs the model anyway.
+
+``--target`` builds both for a named CPU target (default ``cpu``, the host):
+``cpu-avx2`` on an AVX-512 host measures a host without native 16-bit
+arithmetic (no AVX512-BF16, no AMX: every 16-bit kernel computes in float32),
+as benchmarks/performance.py measures the other ISA.
 
 Writes OUT/precision.md and OUT/precision.json.
 """
@@ -71,16 +77,17 @@ def onnxruntime_fp16(model: str, samples: int) -> dict | None:
     return {"worst_error": worst, "top1": {k: v / samples for k, v in agree.items()}}
 
 
-def measure(model: str, modes: list[str], samples: int, threads: int, repeat: int, phases: int) -> dict:
+def measure(model: str, modes: list[str], samples: int, threads: int, repeat: int, phases: int,
+            target: str = "cpu") -> dict:
     from braze.measure import random_inputs
 
     tmp = tempfile.mkdtemp(prefix="braze-precision-")
-    plain = braze.compile(model, threads=threads)
+    plain = braze.compile(model, threads=threads, target=target)
     plain_bytes = _lib_bytes(plain, os.path.join(tmp, "f32"))
     inputs = random_inputs(plain.inputs)
     rows = []
     for mode in modes:
-        artifact = braze.compile(model, threads=threads, precision_mode=mode)
+        artifact = braze.compile(model, threads=threads, precision_mode=mode, target=target)
         agreement = top1_agreement(artifact, model, artifact.inputs, samples)
         ratio, low, high = _phase_times(artifact, plain, inputs, repeat, phases)
         rows.append({"mode": mode, "dtype": artifact.manifest["precision"]["dtype"],
@@ -90,7 +97,7 @@ def measure(model: str, modes: list[str], samples: int, threads: int, repeat: in
                      "bytes_ratio": round(_lib_bytes(artifact, os.path.join(tmp, mode)) / plain_bytes, 3),
                      "latency_ratio": round(ratio, 3), "low": round(low, 3), "high": round(high, 3)})
         print(json.dumps({"model": os.path.basename(model), **rows[-1]}), flush=True)
-    control = _phase_times(plain, braze.compile(model, threads=threads), inputs, repeat, phases)
+    control = _phase_times(plain, braze.compile(model, threads=threads, target=target), inputs, repeat, phases)
     return {"model": os.path.basename(model), "rows": rows, "control": [round(x, 3) for x in control],
             "f32_lib_bytes": plain_bytes, "onnxruntime_fp16": onnxruntime_fp16(model, samples)}
 
@@ -104,12 +111,14 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--phases", type=int, default=5)
     p.add_argument("--out", default="precision-out")
+    p.add_argument("--target", default="cpu", help="a named CPU target both builds are for (default: the host)")
     args = p.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
-    results = [measure(m, args.modes.split(","), args.samples, args.threads, args.repeat, args.phases)
+    results = [measure(m, args.modes.split(","), args.samples, args.threads, args.repeat, args.phases, args.target)
                for m in args.models]
-    data = {"cpu": _cpu(), "threads": args.threads, "samples": args.samples, "models": results}
-    lines = [f"# Precision modes against float32 on {data['cpu']}, {args.threads} threads", "",
+    data = {"cpu": _cpu(), "target": args.target, "threads": args.threads, "samples": args.samples,
+            "models": results}
+    lines = [f"# Precision modes against float32 on {data['cpu']}, target {args.target}, {args.threads} threads", "",
              "| model | mode | worst error (vs float32 onnxruntime) | top-1 agreement | kernels (f32) "
              "| lib.so / f32 | latency / f32 (spread) |", "|---|---|---|---|---|---|---|"]
     for r in results:

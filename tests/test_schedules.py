@@ -832,3 +832,47 @@ def test_16bit_winograd_takes_4x4_tiles_on_large_maps_only(hw, tile):
         x = RNG.standard_normal((1, 32, hw, hw)).astype(np.float32)
         want = run_ort(model, {"x": x})["out"]
         assert np.abs(art.run({"x": x})["out"] - want).max() <= TOLERANCES["f16"] * np.abs(want).max()
+
+
+@pytest.mark.parametrize("mode,low", [("allow_mix_precision", "f16"), ("allow_mix_precision_bf16", "bf16")])
+def test_16bit_gemm_widens_a_transposed_a_and_bfloat16_weight_panels(mode, low):
+    """The gemm rule's 16-bit kernels: A, broadcast one element at a time,
+    is widened to float32 in a stage of its own even when the kernel
+    computes it (attention heads transposed back: ``wide_operand``, where
+    it had been converted at every broadcast); a constant bfloat16 B is
+    widened one packed panel at a time inside each task (a ``widen`` block
+    under the parallel loop), a float16 one converted as it is loaded.
+    Within the mode's tolerance of float32 onnxruntime. (Pinned to
+    ``gemm``: with AVX512-BF16 or AMX, bfloat16 matmuls by a weight take
+    ``dpbf16``/``amx``.)"""
+    from braze.passes.precision import TOLERANCES
+
+    heads, seq, dim, n = 4, 32, 16, 384
+    model = _model([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]),
+                    helper.make_node("Reshape", ["t", "shape"], ["a"]),
+                    helper.make_node("MatMul", ["a", "w"], ["out"])],
+                   [("x", [1, heads, seq, dim])], ["out"],
+                   {"w": _w(heads * dim, n), "shape": np.array([seq, heads * dim], dtype=np.int64)})
+    from braze.codegen.kernel import partition
+    from braze.compiler import precision_options
+    from braze.tools.isolate import build_alone
+    from braze.tools.listing import fused
+
+    (kernel,) = [k for k in partition(fused(model, precision=precision_options(mode), target=TARGET).main)
+                 if "nn.matmul" in k.op_types]
+    func, fallback = build_alone(kernel, _target(), {"rule": "gemm"})
+    assert not fallback, fallback
+    lines = func.script().splitlines()
+    assert any('T.sblock("wide_operand' in ln for ln in lines)
+    depth = {name: next((len(ln) - len(ln.lstrip()) for ln in lines if marker in ln), None)
+             for name, marker in (("parallel", "T.parallel("), ("widen", 'T.sblock("widen'))}
+    if low == "bf16":  # the panel's widening runs inside the parallel loop, once per task
+        assert depth["widen"] is not None and depth["widen"] > depth["parallel"], depth
+    else:
+        assert depth["widen"] is None, depth
+    if not _runs_here():
+        return
+    art = braze_compile(model, target=TARGET, precision_mode=mode, schedules={kernel.name: {"rule": "gemm"}})
+    x = RNG.standard_normal((1, heads, seq, dim)).astype(np.float32)
+    want = run_ort(model, {"x": x})["out"]
+    assert np.abs(art.run({"x": x})["out"] - want).max() <= TOLERANCES[low] * np.abs(want).max()

@@ -164,6 +164,7 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         source = _widen(ph, i) if i in widened and stored in ("f16", "bf16") else ph
         env[id(v)] = packing.unpack(source) if packing and packing.unpack else source
         placeholders.append(ph)
+    staged: dict[int, te.Tensor] = {}
     for index, op in enumerate(kernel.ops):
         fn = kernel.lowerings.get(index) or find_lowering(op.name)
         where = f"{op.loc}: " if op.loc else ""
@@ -172,8 +173,10 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         attrs = lookup(op.name).normalize_attrs(op.attributes)
         if wants_types(op.name):
             attrs["out_types"] = [r.type for r in op.results]
+        operands = [_staged(env[id(v)], id(v), staged) if id(v) in kernel.stage_16bit else env[id(v)]
+                    for v in op.operands]
         with lowering_op(index):
-            out = fn(*[env[id(v)] for v in op.operands], **attrs)
+            out = fn(*operands, **attrs)
         outs = list(out) if isinstance(out, (list, tuple)) else [out]
         # a rule's algorithm, or widened operands: float32 results, rounded to the IR's 16-bit type
         outs = [_narrowed(t, r.type.dtype) for t, r in zip(outs, op.results)]
@@ -207,6 +210,19 @@ def _widen(ph: te.Tensor, index: int) -> te.Tensor:
     its own: ``braze.keep`` stops the rules inlining it)."""
     return te.compute(ph.shape, lambda *i: ph(*i).astype("float32"), name=f"widen{index}",
                       attrs={"braze.keep": 1})
+
+
+def _staged(t: te.Tensor, key: int, staged: dict) -> te.Tensor:
+    """A 16-bit value computed in the kernel (a transposed activation) that a
+    rule wants widened (``stage_16bit``): a float32 stage of its own, into
+    which its producers are inlined. Params are widened where they enter
+    (``_widen``)."""
+    if t.dtype not in ("float16", "bfloat16"):
+        return t
+    if key not in staged:
+        staged[key] = te.compute(t.shape, lambda *i: t(*i).astype("float32"), name=f"wide_operand{len(staged)}",
+                                 attrs={"braze.keep": 1})
+    return staged[key]
 
 
 def _narrowed(t: te.Tensor, dtype: str) -> te.Tensor:

@@ -109,8 +109,8 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
 
 def _schedule(kernel: Kernel, target, choices: list[Choice]):
     kernel.plain_layouts()
-    kernel.stage_16bit = {id(kernel.ops[c.index].operands[j]) for c in choices for j in c.rule.stage_16bit
-                          if j < len(kernel.ops[c.index].operands)}
+    kernel.stage_16bit = {id(kernel.ops[c.index].operands[j]) for c in choices
+                          for j in c.rule.widened(kernel.ops[c.index], kernel) if j < len(kernel.ops[c.index].operands)}
     for c in choices:
         kernel.packings.update(c.rule.packings(kernel.ops[c.index], kernel, target, c.params))
         if c.rule.lower is not None:

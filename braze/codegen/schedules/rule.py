@@ -56,8 +56,13 @@ class Rule:
     #: the anchor's operands (by index) that a 16-bit kernel widens to float32
     #: in a stage of their own before the micro-kernel: the broadcast side,
     #: which it would otherwise convert once per row of its register tile
-    #: (docs/schedules.md, "16-bit kernels")
-    stage_16bit: tuple[int, ...] = ()
+    #: (docs/schedules.md, "16-bit kernels"); or ``stage_16bit(op, kernel)``,
+    #: those of one op
+    stage_16bit: tuple[int, ...] | Callable = ()
+
+    def widened(self, op, kernel) -> tuple[int, ...]:
+        """The operands of ``op`` this rule widens to float32 in a stage (``stage_16bit``)."""
+        return tuple(self.stage_16bit(op, kernel)) if callable(self.stage_16bit) else self.stage_16bit
 
 
 def halve_double(op, target, defaults) -> list[dict]:

@@ -205,7 +205,7 @@ def apply(sch, block, op, target, params) -> set[str]:
     # a 16-bit weight widened in a stage (``stage_16bit``): one panel at a
     # time, as a task of its own column panel starts, where the panels are
     # enough to share among the cores; else read and converted in place
-    widened = _widened_weight(sch, block, tile_n)
+    widened = _widened_weight(sch, block, tile_n, extent(sch, k), op.results[0].type.shape[-1])
     panel_tasks = (widened is not None and shared
                    and extent(sch, jo) >= 2 * max(1, getattr(target, "num_cores", 1) or 1))
     if widened is not None and not panel_tasks:
@@ -237,14 +237,14 @@ def apply(sch, block, op, target, params) -> set[str]:
     return handled
 
 
-def _widened_weight(sch, block, tile_n: int):
+def _widened_weight(sch, block, tile_n: int, k: int, n: int):
     """The float32 stage of a 16-bit packed weight the matmul reads
     (``widen`` of ``[N / tile_n, K, tile_n]`` panels), or None."""
     for producer in sch.get_producers(block):
         stage = sch.get(producer)
         if stage.name_hint.startswith("widen") and len(stage.writes) == 1:
             shape = [int(d) for d in stage.writes[0].source.shape]
-            if len(shape) == 3 and shape[-1] == tile_n:
+            if len(shape) == 3 and shape[1:] == [k, tile_n] and shape[0] * tile_n >= n:
                 return producer
     return None
 

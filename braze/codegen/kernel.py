@@ -161,7 +161,7 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
         packing = kernel.packings.get(i)
         stored = (packing.dtype if packing else None) or v.type.dtype
         ph = te.placeholder(packing.shape if packing else v.type.shape, TVM_DTYPES[stored], name=f"p{i}")
-        source = _widen(ph, i) if i in widened and stored in ("f16", "bf16") else ph
+        source = _widen(ph, f"widen{i}") if i in widened and stored in ("f16", "bf16") else ph
         env[id(v)] = packing.unpack(source) if packing and packing.unpack else source
         placeholders.append(ph)
     staged: dict[int, te.Tensor] = {}
@@ -205,11 +205,11 @@ def _widened_params(kernel: Kernel) -> set[int]:
     return {i for i, v in enumerate(kernel.params) if id(v) in kernel.stage_16bit}
 
 
-def _widen(ph: te.Tensor, index: int) -> te.Tensor:
-    """A float32 copy of a 16-bit param, in its stored layout (a stage of
-    its own: ``braze.keep`` stops the rules inlining it)."""
-    return te.compute(ph.shape, lambda *i: ph(*i).astype("float32"), name=f"widen{index}",
-                      attrs={"braze.keep": 1})
+def _widen(t: te.Tensor, name: str) -> te.Tensor:
+    """A float32 copy of a 16-bit tensor (a param, in its stored layout, or
+    a value the kernel computes), a stage of its own: ``braze.keep`` stops
+    the rules inlining it."""
+    return te.compute(t.shape, lambda *i: t(*i).astype("float32"), name=name, attrs={"braze.keep": 1})
 
 
 def _staged(t: te.Tensor, key: int, staged: dict) -> te.Tensor:
@@ -220,8 +220,7 @@ def _staged(t: te.Tensor, key: int, staged: dict) -> te.Tensor:
     if t.dtype not in ("float16", "bfloat16"):
         return t
     if key not in staged:
-        staged[key] = te.compute(t.shape, lambda *i: t(*i).astype("float32"), name=f"wide_operand{len(staged)}",
-                                 attrs={"braze.keep": 1})
+        staged[key] = _widen(t, f"wide_operand{len(staged)}")
     return staged[key]
 
 

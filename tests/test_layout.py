@@ -353,7 +353,12 @@ def test_padded_kernels_match_onnxruntime():
     """The padded block compiled for the target's own lanes (12 channels
     are padded with AVX2's 8 and AVX-512's 16) against onnxruntime."""
     art = _compiled(_padded_block())
-    assert _schedules(art)["blocked"] == 6
+    # six blocked convs in five kernels: the first 1x1 conv (with its hard-swish) is computed inside the
+    # depthwise conv after it (the conv_depthwise rule), its padded channels included
+    assert _schedules(art)["blocked"] == 5
+    assert sum(k["ops"].count("nn.conv_blocked") for k in art.kernels if k["schedule"] == "blocked") == 6
+    (chained,) = [k for k in art.kernels if k["name"].endswith("conv_depthwise")]
+    assert all(p["chain"] > 0 for p in chained["schedule_params"].values())
 
 
 @pytest.mark.parametrize("group,stride", [(2, 1), (4, 2), (4, 1)])

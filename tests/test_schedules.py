@@ -773,19 +773,20 @@ def test_16bit_dense_convs_broadcast_a_float32_copy_of_their_input(mode, low):
     from braze.passes.precision import TOLERANCES
 
     c = 32
+    # (the depthwise conv before the 1x1 one: after it, they would be one conv_depthwise kernel)
     model = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
                     helper.make_node("Relu", ["c0"], ["r0"]),
-                    helper.make_node("Conv", ["r0", "w1"], ["c1"]),
-                    helper.make_node("Relu", ["c1"], ["r1"]),
-                    helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1] * 4, group=c),
+                    helper.make_node("Conv", ["r0", "w2"], ["c2"], pads=[1] * 4, group=c),
                     helper.make_node("Relu", ["c2"], ["r2"]),
-                    helper.make_node("Conv", ["r2", "w3"], ["out"], pads=[1] * 4, strides=[2, 2])],
+                    helper.make_node("Conv", ["r2", "w1"], ["c1"]),
+                    helper.make_node("Relu", ["c1"], ["r1"]),
+                    helper.make_node("Conv", ["r1", "w3"], ["out"], pads=[1] * 4, strides=[2, 2])],
                    [("x", [1, 8, 12, 12])], ["out"],
                    {"w0": _w(c, 8, 3, 3), "w1": _w(c, c, 1, 1), "w2": _w(c, 1, 3, 3), "w3": _w(c, c, 3, 3)})
     pads = _conv_pads(model, mode, {"rule": "blocked"})
     assert len(pads) == 4, pads
     # (TVMScript names no dtype for float32; "bfloat16" contains "float16")
-    assert [bool(p) and "float16" not in p for p in pads.values()] == [True, True, False, True], pads
+    assert [bool(p) and "float16" not in p for p in pads.values()] == [True, False, True, True], pads
     assert all(p == "" or "float16" in p for p in _conv_pads(model, mode, {"rule": "blocked",
                                                                           "params": {"pad": 2}}).values())
     if not _runs_here():
@@ -877,3 +878,118 @@ def test_16bit_gemm_widens_a_transposed_a_and_bfloat16_weight_panels(mode, low):
     x = RNG.standard_normal((1, heads, seq, dim)).astype(np.float32)
     want = run_ort(model, {"x": x})["out"]
     assert np.abs(art.run({"x": x})["out"] - want).max() <= TOLERANCES[low] * np.abs(want).max()
+
+
+def _inverted_residual(c, e, hw, kernel, stride, act):
+    """stem conv -> 1x1 expansion (c -> e) + ``act`` -> depthwise kernel x
+    kernel, stride ``stride`` + ReLU6: the expansion and the depthwise conv
+    make one ``conv_depthwise`` kernel in the blocked layout."""
+    lo_hi = {"lo": np.float32(0), "hi": np.float32(6)}
+    acts = {"relu6": [helper.make_node("Clip", ["p", "lo", "hi"], ["a"])],
+            "silu": [helper.make_node("Sigmoid", ["p"], ["s"]), helper.make_node("Mul", ["p", "s"], ["a"])],
+            "none": [helper.make_node("Identity", ["p"], ["a"])]}[act]
+    return _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
+                   helper.make_node("Relu", ["c0"], ["r0"]),
+                   helper.make_node("Conv", ["r0", "w1", "b1"], ["p"]),
+                   *acts,
+                   helper.make_node("Conv", ["a", "w2", "b2"], ["d"], kernel_shape=[kernel] * 2,
+                                    strides=[stride] * 2, pads=[kernel // 2] * 4, group=e),
+                   helper.make_node("Clip", ["d", "lo", "hi"], ["out"])],
+                  [("x", [1, 3, hw, hw])], ["out"],
+                  {"w0": _w(c, 3, 3, 3), "w1": _w(e, c, 1, 1), "b1": _w(e), "w2": _w(e, 1, kernel, kernel),
+                   "b2": _w(e), **lo_hi})
+
+
+def _chained(art) -> dict:
+    (kernel,) = [kr for kr in art.kernels if kr["name"].endswith("conv_depthwise")]
+    return kernel
+
+
+@pytest.mark.parametrize("c,e,hw,kernel,stride,act", [(16, 48, 24, 3, 2, "relu6"), (8, 40, 14, 3, 1, "silu"),
+                                                      (16, 32, 20, 5, 2, "none"), (8, 24, 13, 5, 1, "relu6")])
+def test_a_pointwise_conv_is_computed_inside_its_depthwise_conv(c, e, hw, kernel, stride, act):
+    """An inverted residual block's 1x1 expansion and depthwise conv are one
+    kernel (fusion rule ``conv_depthwise``) in which each task of the
+    depthwise conv computes the expansion's rows it reads (``chain``: its
+    output rows) into a buffer of its own, allocated inside the parallel
+    loop, the expansion's epilogue applied as it is written. Same result as
+    the two convs scheduled one after the other (``chain=0``) and as
+    onnxruntime, for 3x3 and 5x5 kernels, strides 1 and 2, odd maps, ReLU6,
+    SiLU or no activation between them."""
+    model = _inverted_residual(c, e, hw, kernel, stride, act)
+    art = _check(model)
+    found = _chained(art)
+    assert found["schedule"] == "blocked" and found["ops"].count("nn.conv_blocked") == 2
+    (chain,) = {p["chain"] for p in found["schedule_params"].values()}
+    assert chain > 0, found["schedule_params"]
+    name = found["name"].split("_")[0]
+    unchained = _check(model, schedules={name: {"rule": "blocked", "params": {"chain": 0}}})
+    assert {p["chain"] for p in _chained(unchained)["schedule_params"].values()} == {0}
+    if _runs_here():
+        x = RNG.standard_normal((1, 3, hw, hw)).astype(np.float32)
+        np.testing.assert_allclose(art.run({"x": x})["out"], unchained.run({"x": x})["out"], rtol=1e-5, atol=1e-5)
+    # the task's buffer, inside the parallel loop: at least the rows its output rows read, of one channel
+    # block, a vector a pixel (TVM may allocate up to the map's rows where it cannot bound the clamped start)
+    import re
+
+    lowered = _lowered(model, name)
+    in_rows = min(chain * stride + kernel - stride, hw)
+    sizes = [int(n) for n in re.findall(r"T\.alloc_buffer\(\((\d+),\), \"float32x", lowered[lowered.index("T.parallel("):])]
+    assert any(in_rows * hw <= n <= hw * hw for n in sizes), (in_rows, sizes)
+
+
+def test_chained_rows_follow_the_cores_and_the_l2():
+    """The rows of a chained task (``chain_rows``): the least estimated time
+    (recomputed expansion rows x load imbalance over the cores) among the
+    divisors of the output rows whose buffer fits in half of L2."""
+    from types import SimpleNamespace
+
+    from braze.codegen.schedules.chain import chain_rows
+
+    def rows(cores, l2, oh, stride, width, blocks):
+        return chain_rows(oh, stride, 3, width, blocks, 16, 2.0 * 96 * width * 16, 18.0 * width * 16,
+                          SimpleNamespace(num_cores=cores, l2_bytes=l2))
+
+    # MobileNetV2's 112x112 -> 56x56 stride-2 pair, 6 channel blocks: all 56 rows' buffer (113 rows) is past
+    # half of a 1 MB L2, 28 (57 rows) fits; with 256 KB, 8 (17 rows of 112 x 16 floats = 119 KB)
+    assert rows(2, 1 << 20, 56, 2, 112, 6) == 28
+    assert rows(2, 256 << 10, 56, 2, 112, 6) == 8
+    # 56x56 stride 1, 9 blocks: 2 cores share 18 tasks of 28 rows evenly; 4 cores take 36 tasks of 14 rows
+    # (9 tasks of all 56 rows recompute nothing but leave cores idle)
+    assert rows(2, 1 << 20, 56, 1, 56, 9) == 28
+    assert rows(4, 1 << 20, 56, 1, 56, 9) == 14
+    assert rows(2, 1 << 10, 56, 1, 56, 9) == 0  # no buffer fits: unchained
+
+
+def test_chain_pins_take_zero_and_refuse_negatives():
+    from braze.errors import ScheduleError
+
+    model = _inverted_residual(8, 24, 12, 3, 2, "relu6")
+    name = _chained(braze_compile(model, target=TARGET))["name"].split("_")[0]
+    braze_compile(model, target=TARGET, schedules={name: {"rule": "blocked", "params": {"chain": 0}}})
+    with pytest.raises(ScheduleError, match="chain=-1 must be a non-negative integer"):
+        braze_compile(model, target=TARGET, schedules={name: {"rule": "blocked", "params": {"chain": -1}}})
+
+
+def test_conv_depthwise_takes_a_pointwise_expansion_only():
+    """The fusion rule joins a depthwise conv to the 1x1 conv before it,
+    never to the 3x3 stem before that one (whose group keeps its own
+    kernel), at level 2 and not at level 1; switched off, two kernels."""
+    from braze.compiler import fuse_only
+
+    model = _inverted_residual(8, 24, 12, 3, 2, "relu6")
+
+    def rules(level=2, **fusion):
+        _, report = fuse_only(model, level, fusion or None)
+        return [g.rule for g in report.groups if g.rule.startswith("conv_")]
+
+    assert rules() == ["conv_epilogue", "conv_depthwise"]
+    assert rules(level=1) == ["conv_epilogue", "conv_epilogue", "conv_epilogue"]
+    assert rules(switch=("conv_depthwise=off",)) == ["conv_epilogue", "conv_epilogue", "conv_epilogue"]
+    # a stem (3x3 dense) straight into a depthwise conv: no chain to make
+    stem = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
+                   helper.make_node("Relu", ["c0"], ["r0"]),
+                   helper.make_node("Conv", ["r0", "w1"], ["out"], pads=[1] * 4, group=16)],
+                  [("x", [1, 3, 12, 12])], ["out"], {"w0": _w(16, 3, 3, 3), "w1": _w(16, 1, 3, 3)})
+    _, report = fuse_only(stem, 2)
+    assert "conv_depthwise" not in [g.rule for g in report.groups]

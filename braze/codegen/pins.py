@@ -26,6 +26,7 @@ import re
 from ..errors import ScheduleError
 from .kernel import Kernel, partition
 from .schedules import RULES, plan
+from .schedules.rule import SWITCHES
 from .schedules.user import describe, load_function
 
 PIN_KEYS = ("rule", "params", "function")
@@ -159,8 +160,10 @@ def check_pin(kernel: Kernel, target, pin) -> dict:
             what = f"rule {names} takes {', '.join(sorted(known))}" if known else \
                 f"its schedule ({names}) takes no parameters"
             raise ScheduleError(f"{where}: unknown schedule parameter '{key}' ({what})")
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ScheduleError(f"{where}: schedule parameter {key}={value!r} must be a positive integer")
+        least = 0 if key in SWITCHES else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            kind = "a non-negative integer (0: off)" if least == 0 else "a positive integer"
+            raise ScheduleError(f"{where}: schedule parameter {key}={value!r} must be {kind}")
     out = {} if rule is None else {"rule": rule}
     if params:
         out["params"] = params

@@ -101,6 +101,18 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
         if not choices and function is None:
             raise
         reason = last_line(e)
+        unchained = [Choice(c.index, c.rule, {**c.params, "chain": 0}) for c in choices]
+        if function is None and any(int(c.params.get("chain", 0)) for c in choices):
+            # a pointwise conv computed inside its depthwise conv (chain.py): each on its own
+            warnings.warn(f"kernel {kernel.name}: rule {_describe(choices)} could not chain its convs ({reason}); "
+                          "scheduling them one after the other", ScheduleWarning, stacklevel=2)
+            try:
+                return _schedule(kernel, target, unchained)
+            except BrazeError:
+                raise
+            except Exception as again:  # noqa: BLE001 -- as below
+                interrupts.check()
+                reason = last_line(again)
         what = f"rule {_describe(choices)}" if function is None else f"function {describe(function)}"
         warnings.warn(f"kernel {kernel.name}: {what} failed ({reason}); "
                       "using the generic schedule", ScheduleWarning, stacklevel=2)

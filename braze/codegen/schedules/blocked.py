@@ -32,6 +32,7 @@ from ...ir.ops.conv import is_depthwise
 from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.layout import conv_blocked
+from . import chain
 from .conv import _tile_epilogue, run_tasks
 from .rule import (FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, min_accumulators, pick_tile, register,
                    registers, weight_param)
@@ -73,7 +74,9 @@ def blocked_defaults(op, kernel, target) -> dict | None:
             tile_w = divisor_at_most(ow, cap)
         # the padding read in place (guarded vector loads; 2.0-2.9x faster
         # than padded rows on MobileNetV2's depthwise convs, Xeon AVX-512)
-        return {"tile_k": 1, "tile_w": tile_w, "order": 2, "pad": 2}
+        params = {"tile_k": 1, "tile_w": tile_w, "order": 2, "pad": 2}
+        rows = _chain_rows(op, kernel, target)
+        return {**params, "chain": rows} if rows else params
     candidates = []
     group_blocks = kb // _attrs(op)["group"]  # output blocks a group (all of them when dense)
     # a blocked input: up to the whole register file less a step's loads (the
@@ -99,7 +102,34 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     # padded rows (1): each broadcast reading a guarded input ran MobileNetV2's stem 1.7x slower
     params["pad"] = 1
     params["block_c"] = _block_c(op, target, params)
+    rows = _chained_into(op, kernel, target)
+    if rows:
+        params["chain"] = rows  # computed inside the depthwise conv after it (chain.py)
     return params
+
+
+def _chain_rows(op, kernel, target) -> int:
+    """Rows a task of the depthwise ``op`` takes when the pointwise conv
+    before it in the kernel is computed inside it (chain.py); 0: none."""
+    pw = chain.source(op, kernel) if kernel is not None else None
+    if pw is None:
+        return 0
+    _, kb, oh, ow, block = op.results[0].type.shape
+    _, _, r, _ = op.operands[1].type.shape
+    stride = _attrs(op)["strides"][0]
+    x = op.operands[0].type
+    c = pw.operands[1].type.shape[1]
+    return chain.chain_rows(oh, stride, r, x.shape[3], kb, block, 2 * c * x.shape[3] * block,
+                            2 * r * r * ow * block, target)
+
+
+def _chained_into(op, kernel, target) -> int:
+    """The rows of a task of the depthwise conv of the kernel that computes
+    ``op`` inside it (its ``chain``); 0: none does."""
+    if kernel is None:
+        return 0
+    return next((_chain_rows(o, kernel, target) for o in kernel.ops if o.name == "nn.conv_blocked"
+                 and depthwise_conv(o) and chain.source(o, kernel) is op), 0)
 
 
 #: Input channels a K block of ``blocked`` (``block_c``) takes at most.
@@ -162,6 +192,12 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None) -> s
     dot products, the ``dpbf16`` rule): the block's input channels are split
     in pairs, the pair innermost under the vector, which the intrinsic
     replaces."""
+    if int(params.get("chain", 0)) and not depthwise_conv(op) and chain.defers(sch, block):
+        return set()  # computed inside the depthwise conv that reads it
+    if int(params.get("chain", 0)) and pairs is None and depthwise_conv(op):
+        found = chain.chained(sch, block)
+        if found is not None:
+            return chain.chain_apply(sch, block, found, target, params)
     tile_k, tile_w = int(params["tile_k"]), int(params["tile_w"])
     order = int(params.get("order", 2))
     if order not in (1, 2):
@@ -236,7 +272,16 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     out = [{**defaults, "tile_k": nb, "tile_w": divisor_at_most(ow, cap)}
            for nb in (1, 2, 4) if kb % nb == 0 and not (depthwise_conv(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
     flips = [{**defaults, key: 3 - int(defaults.get(key, 1))} for key in ("order", "pad")]
-    return out + flips
+    rows = int(defaults.get("chain", 0))
+    # a chained pair (chain.py): unchained, and tasks of half the rows (a divisor of the rows too)
+    chains = [{**defaults, "chain": r} for r in (0, rows // 2 if rows % 2 == 0 else 0)]
+    return out + flips + (list({str(c): c for c in chains}.values()) if rows else [])
+
+
+def blocked_prepare(sch, block, op, target, params) -> None:
+    """A chained depthwise conv keeps its expansion's epilogue a stage (chain.py)."""
+    if int(params.get("chain", 0)) and depthwise_conv(op):
+        chain.chain_prepare(sch, block)
 
 
 def blocked_lowering(op, params):
@@ -259,4 +304,4 @@ def blocked_lowering(op, params):
 register(Rule("blocked", ("nn.conv_blocked",),
               "convolution in the blocked (NCHWc) layout: vectors of output channels, packed weights",
               blocked_applies, blocked_defaults, blocked_apply, blocked_packings, grid=blocked_grid,
-              packed_by=(), lower=blocked_lowering))
+              packed_by=(), lower=blocked_lowering, prepare=blocked_prepare))

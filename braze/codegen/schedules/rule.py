@@ -65,6 +65,12 @@ class Rule:
         return tuple(self.stage_16bit(op, kernel)) if callable(self.stage_16bit) else self.stage_16bit
 
 
+#: Schedule parameters that 0 turns off (every other one is a positive
+#: integer): ``chain``, the rows of a depthwise conv's task that computes
+#: the pointwise conv before it (blocked.py, chain.py).
+SWITCHES = frozenset({"chain"})
+
+
 def halve_double(op, target, defaults) -> list[dict]:
     """A rule's grid when it has none: each integer parameter halved or doubled."""
     return [{**defaults, key: f(value)} for key, value in defaults.items() if isinstance(value, int)

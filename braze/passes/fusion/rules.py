@@ -9,7 +9,7 @@ runs after all of them.
 | level | rules |
 |---|---|
 | 1 | conv_epilogue, matmul_epilogue, pool_epilogue, elemwise_chain |
-| 2 | injective_producer, norm_prologue, norm_epilogue, gelu_epilogue, conv_pool |
+| 2 | injective_producer, norm_prologue, norm_epilogue, gelu_epilogue, conv_pool, conv_depthwise |
 | 3 | attention, horizontal_matmul, multi_output |
 | 1, last | cast_fold |
 """
@@ -21,8 +21,9 @@ from heapq import heappop, heappush
 from typing import Callable, ClassVar
 
 from ...ir import Value
-from ...ir.registry import Kind, contraction
-from .graph import ELEMENTWISE, LIGHT, Graph
+from ...ir.ops.conv import is_depthwise
+from ...ir.registry import Kind, contraction, lookup
+from .graph import ELEMENTWISE, HEAVY, LIGHT, Graph
 from .planner import Planner
 
 Finder = Callable[[Planner, "FusionRule"], None]
@@ -214,6 +215,39 @@ def conv_pool(plan: Planner, rule: FusionRule) -> None:
             plan.propose(rule, [p, i], [p, i])
 
 
+def _pointwise(op) -> bool:
+    """A 1x1, stride-1, unpadded dense conv in the blocked layout."""
+    if op.name != "nn.conv_blocked" or op.operands[0].type.rank != 5:
+        return False
+    a = lookup(op.name).normalize_attrs(op.attributes)
+    return (tuple(op.operands[1].type.shape[2:]) == (1, 1) and set(a["strides"]) == {1}
+            and set(a["pads"]) == {0} and a["group"] == 1)
+
+
+def _depthwise(op) -> bool:
+    if op.name != "nn.conv_blocked" or op.operands[0].type.rank != 5:
+        return False
+    x, w = op.operands[0].type, op.operands[1].type
+    a = lookup(op.name).normalize_attrs(op.attributes)
+    return is_depthwise(a["group"], x.shape[1] * x.shape[4], w.shape[0], w.shape[1])
+
+
+def conv_depthwise(plan: Planner, rule: FusionRule) -> None:
+    """A depthwise conv joins the group of the pointwise (1x1) conv whose
+    result (after its epilogue) it reads: an inverted residual block's
+    expansion and depthwise convs, which codegen computes as one loop nest
+    (schedules/chain.py). Blocked layout only (the CPU's)."""
+    graph = plan.graph
+    for i, op in enumerate(graph.ops):
+        p = graph.producer(op.operands[0]) if op.operands else None
+        if p is None or not _depthwise(op):
+            continue
+        members = plan.cluster(p).members
+        heavy = [m for m in members if graph.kinds[m] in HEAVY]
+        if len(heavy) == 1 and _pointwise(graph.ops[heavy[0]]):
+            plan.propose(rule, [p, i], [p, i])
+
+
 # --- level 3 -------------------------------------------------------------------------------
 def _data_operand(graph: Graph, i: int) -> Value | None:
     """The operand of an elementwise op that carries the tensor (not a mask,
@@ -326,6 +360,9 @@ RULES: tuple[FusionRule, ...] = (
     FusionRule("gelu_epilogue", 2, gelu_epilogue, "an erf-GELU into the epilogue of the matmul before it"),
     FusionRule("conv_pool", 2, conv_pool, "Conv+BN+ReLU+Pool: a pooling op into the conv before it",
                max_heavy=2),
+    FusionRule("conv_depthwise", 2, conv_depthwise,
+               "a depthwise conv into the pointwise (1x1) conv group before it (an inverted residual "
+               "block's expansion), computed row block by row block; blocked layout", max_heavy=2),
     FusionRule("attention", 3, attention,
                "MatMul → scale → mask add → Softmax (→ NaN guard) → MatMul as one kernel",
                max_heavy=3),

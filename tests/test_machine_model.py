@@ -109,6 +109,22 @@ def test_gemm_tile_fits_the_registers(isa, n, expected):
     assert params["tile_m"] * nv + nv + 1 <= registers(target)
 
 
+@pytest.mark.parametrize("isa,m,rows", [(AVX512, 197, 9), (AVX512, 128, 8), (AVX512, 50, 9), (AVX512, 384, 8),
+                                         (AVX2, 197, 4), (AVX2, 50, 4)])
+def test_gemm_rows_pad_the_least(isa, m, rows):
+    """3-vector tiles take, from 8 rows up to what the registers hold (9
+    with AVX-512's 32: 27 accumulators, 3 B vectors, the broadcast), the
+    count that computes the fewest padded rows, 8 on a tie: ViT's 197
+    tokens in tiles of 9 (198 rows) rather than 8 (200). AVX2 holds 4."""
+    target = _target(*isa)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [m, 768])], ["out"],
+                   {"w": _w(768, 3072)})
+    params = gemm.defaults(_anchor(model, "nn.matmul"), None, target)
+    assert params["tile_m"] == rows
+    nv = params["tile_n"] // lanes(target)
+    assert nv == 3 and rows * nv + nv + 1 <= registers(target)
+
+
 @pytest.mark.parametrize("isa,tile", [(AVX2, (6, 16)), (AVX512, (6, 64))])
 def test_gemm_attention_tiles(isa, tile):
     """Attention: the scores (B = K transposed, 64 KB) written row band by

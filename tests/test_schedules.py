@@ -993,3 +993,32 @@ def test_conv_depthwise_takes_a_pointwise_expansion_only():
                   [("x", [1, 3, 12, 12])], ["out"], {"w0": _w(16, 3, 3, 3), "w1": _w(16, 1, 3, 3)})
     _, report = fuse_only(stem, 2)
     assert "conv_depthwise" not in [g.rule for g in report.groups]
+
+
+@pytest.mark.parametrize("mode,low", [("allow_mix_precision", "f16"), ("allow_mix_precision_bf16", "bf16")])
+def test_16bit_pointwise_convs_are_chained_where_blocked_takes_them(mode, low):
+    """A 16-bit pair is chained like a float32 one where ``blocked`` takes
+    both convs (its expansion reads the float32 copy of its input made in a
+    stage before the tasks); where the CPU has AVX512-BF16, ``dpbf16``
+    takes a bfloat16 pair and neither is chained. Within the mode's
+    tolerance of float32 onnxruntime and, to a rounding, of the unchained
+    build."""
+    from braze.passes.precision import TOLERANCES
+    from braze.targets.isa import requirements
+
+    model = _inverted_residual(16, 48, 16, 3, 2, "relu6")
+    art = braze_compile(model, target=TARGET, precision_mode=mode)
+    found = _chained(art)
+    dot_products = low == "bf16" and "avx512bf16" in requirements(_target())["features"]
+    chains = {p.get("chain", 0) for p in found["schedule_params"].values()}
+    assert (chains == {0}) if dot_products else (len(chains) == 1 and chains.pop() > 0), found
+    if not _runs_here():
+        return
+    name = found["name"].split("_")[0]
+    unchained = braze_compile(model, target=TARGET, precision_mode=mode,
+                              schedules={name: {"params": {"chain": 0}}} if not dot_products else None)
+    x = RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)
+    got, want = art.run({"x": x})["out"], run_ort(model, {"x": x})["out"]
+    assert np.abs(got - want).max() <= TOLERANCES[low] * np.abs(want).max()
+    eps = 2.0 ** (-10 if low == "f16" else -7)
+    np.testing.assert_allclose(got, unchained.run({"x": x})["out"], rtol=2 * eps, atol=2 * eps * np.abs(got).max())

@@ -112,7 +112,7 @@ def _chain_rows(op, kernel, target) -> int:
     """Rows a task of the depthwise ``op`` takes when the pointwise conv
     before it in the kernel is computed inside it (chain.py); 0: none."""
     pw = chain.source(op, kernel) if kernel is not None else None
-    if pw is None:
+    if pw is None or not (_takes(pw, kernel, target) and _takes(op, kernel, target)):
         return 0
     _, kb, oh, ow, block = op.results[0].type.shape
     _, _, r, _ = op.operands[1].type.shape
@@ -121,6 +121,18 @@ def _chain_rows(op, kernel, target) -> int:
     c = pw.operands[1].type.shape[1]
     return chain.chain_rows(oh, stride, r, x.shape[3], kb, block, 2 * c * x.shape[3] * block,
                             2 * r * r * ow * block, target)
+
+
+def _takes(op, kernel, target) -> bool:
+    """Whether ``blocked`` is the rule a kernel's schedule gives ``op`` (a
+    bfloat16 conv goes to ``dpbf16`` where the CPU has its dot products)."""
+    from .rule import RULES
+
+    for rule in RULES.values():
+        if op.name in rule.ops and rule.applies(op, kernel, target) \
+                and (rule.profitable is None or rule.profitable(op, kernel, target)):
+            return rule.name == "blocked"
+    return False
 
 
 def _chained_into(op, kernel, target) -> int:
@@ -279,8 +291,8 @@ def blocked_grid(op, target, defaults) -> list[dict]:
 
 
 def blocked_prepare(sch, block, op, target, params) -> None:
-    """A chained depthwise conv keeps its expansion's epilogue a stage (chain.py)."""
-    if int(params.get("chain", 0)) and depthwise_conv(op):
+    """A depthwise conv after an anchor keeps the anchor's epilogue a stage (chain.py)."""
+    if depthwise_conv(op):
         chain.chain_prepare(sch, block)
 
 

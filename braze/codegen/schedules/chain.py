@@ -42,8 +42,7 @@ def source(op, kernel):
     through elementwise ops that nothing else reads (its bias, its
     activation, SiLU's ``x * sigmoid(x)``): a 1x1, stride-1, unpadded dense
     ``nn.conv_blocked`` reading a blocked input from outside the kernel,
-    float32 like ``op`` (a 16-bit one converts its input in a stage of its
-    own). None when there is none."""
+    of ``op``'s dtype. None when there is none."""
     inside = {id(o) for o in kernel.ops}
     returned = {id(v) for v in kernel.results}
     between, anchors, stack = {}, {}, [op.operands[0]]
@@ -71,7 +70,7 @@ def source(op, kernel):
     a = _attrs(pw)
     pointwise = (tuple(w.shape[2:]) == (1, 1) and set(a["strides"]) == {1} and set(a["pads"]) == {0}
                  and a["group"] == 1 and x.type.rank == 5 and (x.owner is None or id(x.owner) not in inside))
-    return pw if pointwise and pw.results[0].type.dtype == op.results[0].type.dtype == "f32" else None
+    return pw if pointwise and pw.results[0].type.dtype == op.results[0].type.dtype else None
 
 
 def _walk_up(sch, block):
@@ -102,14 +101,15 @@ def _walk_up(sch, block):
 
 def pointwise_anchor(sch, block) -> bool:
     """Whether ``block`` is a 1x1 dense conv in the blocked layout reading
-    the kernel's inputs only (no stage before it)."""
+    the kernel's inputs (a 16-bit one: their float32 copy, ``conv_pad``,
+    which stays a parallel stage of its own before the tasks)."""
     loops = sch.get_loops(block)
     if len(loops) != 9:  # n, k, h, w, kl, rco, rh, rw, rci
         return False
     if extent(sch, loops[6]) != 1 or extent(sch, loops[7]) != 1:
         return False
-    if any("braze.anchor" not in sch.get(p).annotations and not sch.get(p).name_hint.startswith("unpack")
-           for p in sch.get_producers(block)):
+    stages = [p for p in sch.get_producers(block) if not sch.get(p).name_hint.startswith("unpack")]
+    if any(not sch.get(p).name_hint.startswith("conv_pad") or sch.get_producers(p) for p in stages):
         return False
     return True  # stride 1 and no padding: checked on the op (``source``)
 
@@ -142,18 +142,36 @@ def defers(sch, block) -> bool:
 
 
 def chain_prepare(sch, block) -> None:
-    """Before inlining: keep the stage the depthwise conv reads (the
-    expansion's epilogue, into which inlining then folds the rest of it)
-    a stage of its own, so that it is applied once per element where the
-    expansion's tile is written, not at every tap."""
+    """Before inlining, in a kernel where a depthwise conv reads an anchor's
+    result (a ``conv_depthwise`` kernel): keep the stage the depthwise conv
+    reads (the expansion's epilogue, into which inlining then folds the
+    rest of it) a stage of its own, so that it is applied once per element
+    where the expansion's tile is written, not at each tap of the
+    depthwise conv (chained or not: unchained, the expansion's own tile
+    epilogue takes it)."""
     top = block
     pads = [p for p in sch.get_producers(block) if sch.get(p).name_hint.startswith("conv_pad")]
     if len(pads) == 1:
         top = pads[0]
     producers = [p for p in sch.get_producers(top) if not sch.get(p).name_hint.startswith("unpack")]
     if len(producers) == 1 and "braze.anchor" not in sch.get(producers[0]).annotations \
-            and is_spatial(sch, producers[0]):
+            and is_spatial(sch, producers[0]) and _reaches_anchor(sch, producers[0]):
         sch.annotate(producers[0], KEEP, 1)
+
+
+def _reaches_anchor(sch, stage) -> bool:
+    """Whether an anchor block computes what ``stage`` reads, through spatial stages."""
+    seen, todo = set(), [stage]
+    while todo:
+        current = todo.pop()
+        for p in sch.get_producers(current):
+            node = sch.get(p)
+            if "braze.anchor" in node.annotations:
+                return True
+            if node.name_hint not in seen and is_spatial(sch, p):
+                seen.add(node.name_hint)
+                todo.append(p)
+    return False
 
 
 def chain_rows(oh: int, stride: int, k: int, width: int, blocks: int, channels: int, expand_flops_row: float,

@@ -1022,3 +1022,20 @@ def test_16bit_pointwise_convs_are_chained_where_blocked_takes_them(mode, low):
     assert np.abs(got - want).max() <= TOLERANCES[low] * np.abs(want).max()
     eps = 2.0 ** (-10 if low == "f16" else -7)
     np.testing.assert_allclose(got, unchained.run({"x": x})["out"], rtol=2 * eps, atol=2 * eps * np.abs(got).max())
+
+
+def test_a_chain_that_fails_leaves_the_convs_one_after_the_other(monkeypatch):
+    """Where chaining fails on a kernel, its convs are scheduled one after
+    the other (``chain=0``), with a ScheduleWarning, not by the generic
+    schedule; the result still matches onnxruntime."""
+    from braze.codegen.schedules import ScheduleWarning, chain
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no chain today")
+
+    monkeypatch.setattr(chain, "chain_apply", broken)
+    with pytest.warns(ScheduleWarning, match="could not chain its convs .*no chain today"):
+        art = _check(_inverted_residual(8, 24, 12, 3, 2, "relu6"))
+    found = _chained(art)
+    assert found["schedule"] == "blocked"
+    assert {p["chain"] for p in found["schedule_params"].values()} == {0}

@@ -101,13 +101,12 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
         if not choices and function is None:
             raise
         reason = last_line(e)
-        unchained = [Choice(c.index, c.rule, {**c.params, "chain": 0}) for c in choices]
         if function is None and any(int(c.params.get("chain", 0)) for c in choices):
             # a pointwise conv computed inside its depthwise conv (chain.py): each on its own
             warnings.warn(f"kernel {kernel.name}: rule {_describe(choices)} could not chain its convs ({reason}); "
                           "scheduling them one after the other", ScheduleWarning, stacklevel=2)
             try:
-                return _schedule(kernel, target, unchained)
+                return _schedule(kernel, target, [Choice(c.index, c.rule, {**c.params, "chain": 0}) for c in choices])
             except BrazeError:
                 raise
             except Exception as again:  # noqa: BLE001 -- as below

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import te
 
-from ...ir.ops.conv import is_depthwise
+from ...ir.ops.layout import blocked_depthwise
 from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.layout import conv_blocked
@@ -43,12 +43,6 @@ def _attrs(op) -> dict:
     return lookup(op.name).normalize_attrs(op.attributes)
 
 
-def depthwise_conv(op) -> bool:
-    x, w = op.operands[0].type, op.operands[1].type
-    channels = x.shape[1] * x.shape[4] if x.rank == 5 else x.shape[1]
-    return is_depthwise(_attrs(op)["group"], channels, w.shape[0], w.shape[1])
-
-
 def blocked_applies(op, kernel, target) -> bool:
     return op.results[0].type.dtype in FLOAT32_MATH and all(d > 0 for d in op.results[0].type.shape)
 
@@ -56,7 +50,7 @@ def blocked_applies(op, kernel, target) -> bool:
 def blocked_defaults(op, kernel, target) -> dict | None:
     _, kb, _, ow, block = op.results[0].type.shape
     m, cg, r, s = op.operands[1].type.shape
-    if depthwise_conv(op):
+    if blocked_depthwise(op):
         # each output column's taps load their own input vectors: one weight
         # vector and the columns' accumulators, as many as keep the FMA
         # units busy (min_accumulators: 8 with two units, 4 with Zen 4's one
@@ -141,7 +135,7 @@ def _chained_into(op, kernel, target) -> int:
     if kernel is None:
         return 0
     return next((_chain_rows(o, kernel, target) for o in kernel.ops if o.name == "nn.conv_blocked"
-                 and depthwise_conv(o) and chain.source(o, kernel) is op), 0)
+                 and blocked_depthwise(o) and chain.source(o, kernel) is op), 0)
 
 
 #: Input channels a K block of ``blocked`` (``block_c``) takes at most.
@@ -178,7 +172,7 @@ def blocked_packings(op, kernel, target, params) -> dict:
     m, cg, r, s = op.operands[1].type.shape
     b = op.results[0].type.shape[4]
     x = op.operands[0].type
-    if depthwise_conv(op):
+    if blocked_depthwise(op):
         def pack(w: np.ndarray) -> np.ndarray:
             return w.reshape(m // b, b, r, s).transpose(0, 2, 3, 1)
 
@@ -204,9 +198,9 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None) -> s
     dot products, the ``dpbf16`` rule): the block's input channels are split
     in pairs, the pair innermost under the vector, which the intrinsic
     replaces."""
-    if int(params.get("chain", 0)) and not depthwise_conv(op) and chain.defers(sch, block):
+    if int(params.get("chain", 0)) and not blocked_depthwise(op) and chain.defers(sch, block):
         return set()  # computed inside the depthwise conv that reads it
-    if int(params.get("chain", 0)) and pairs is None and depthwise_conv(op):
+    if int(params.get("chain", 0)) and pairs is None and blocked_depthwise(op):
         found = chain.chained(sch, block)
         if found is not None:
             return chain.chain_apply(sch, block, found, target, params)
@@ -282,7 +276,7 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     ow = op.results[0].type.shape[3]
     kb = op.results[0].type.shape[1]
     out = [{**defaults, "tile_k": nb, "tile_w": divisor_at_most(ow, cap)}
-           for nb in (1, 2, 4) if kb % nb == 0 and not (depthwise_conv(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
+           for nb in (1, 2, 4) if kb % nb == 0 and not (blocked_depthwise(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
     flips = [{**defaults, key: 3 - int(defaults.get(key, 1))} for key in ("order", "pad")]
     rows = int(defaults.get("chain", 0))
     # a chained pair (chain.py): unchained, and tasks of half the rows (a divisor of the rows too)
@@ -292,7 +286,7 @@ def blocked_grid(op, target, defaults) -> list[dict]:
 
 def blocked_prepare(sch, block, op, target, params) -> None:
     """A depthwise conv after an anchor keeps the anchor's epilogue a stage (chain.py)."""
-    if depthwise_conv(op):
+    if blocked_depthwise(op):
         chain.chain_prepare(sch, block)
 
 
@@ -304,7 +298,7 @@ def blocked_lowering(op, params):
     time, and converting at each broadcast (F16C's ``vcvtph2ps``, a shift
     for bfloat16) competes with the FMAs for the vector pipes, once per
     tile of output channels (docs/schedules.md, "16-bit kernels")."""
-    widen = (op.results[0].type.dtype in ("f16", "bf16") and not depthwise_conv(op)
+    widen = (op.results[0].type.dtype in ("f16", "bf16") and not blocked_depthwise(op)
              and int(params.get("pad", 1)) == 1)
 
     def fn(x, w, bias=None, **attrs):

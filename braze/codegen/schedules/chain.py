@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 
+from ...ir.ops.layout import blocked_pointwise
 from ...ir.registry import Kind, lookup
 from .conv import _tile_epilogue, run_tasks
 from .rule import accumulators, divisor_at_most, lanes, registers
@@ -31,10 +32,6 @@ from .tir import extent, is_spatial
 #: The annotation ``chain_prepare`` puts on the stage the depthwise conv
 #: reads (the expansion's epilogue), so that inlining keeps it a stage.
 KEEP = "braze.keep"
-
-
-def _attrs(op) -> dict:
-    return lookup(op.name).normalize_attrs(op.attributes)
 
 
 def source(op, kernel):
@@ -66,11 +63,9 @@ def source(op, kernel):
     readers = set(between) | {id(op)}
     if any(id(u) not in readers for o in [pw, *between.values()] for r in o.results for u in r.users()):
         return None
-    x, w = pw.operands[0], pw.operands[1].type
-    a = _attrs(pw)
-    pointwise = (tuple(w.shape[2:]) == (1, 1) and set(a["strides"]) == {1} and set(a["pads"]) == {0}
-                 and a["group"] == 1 and x.type.rank == 5 and (x.owner is None or id(x.owner) not in inside))
-    return pw if pointwise and pw.results[0].type.dtype == op.results[0].type.dtype else None
+    x = pw.operands[0]
+    outside = x.owner is None or id(x.owner) not in inside
+    return pw if blocked_pointwise(pw) and outside and pw.results[0].type.dtype == op.results[0].type.dtype else None
 
 
 def _walk_up(sch, block):

@@ -30,6 +30,7 @@ from __future__ import annotations
 import numpy as np
 from tvm import te
 
+from ...ir.ops.layout import blocked_depthwise
 from ..kernel import Packing
 from . import blocked
 from .amx import has_amx
@@ -121,7 +122,7 @@ def _conv_applies(op, kernel, target) -> bool:
     both sides (or an even input block), by a constant weight."""
     x, w, out = op.operands[0].type, op.operands[1].type, op.results[0].type
     return (x.dtype == "bf16" and w.dtype == "bf16" and x.rank == 5 and x.shape[4] % 2 == 0
-            and out.shape[4] == DPBF16_LANES and not blocked.depthwise_conv(op)
+            and out.shape[4] == DPBF16_LANES and not blocked_depthwise(op)
             and weight_param(op, kernel) is not None and lanes(target) == DPBF16_LANES and has_dpbf16(target)
             and blocked.blocked_applies(op, kernel, target))
 

@@ -134,6 +134,25 @@ class ConvBlocked(OpDef):
         return np.ascontiguousarray(to_blocked_array(y, block))
 
 
+def blocked_depthwise(op) -> bool:
+    """Whether ``op`` is a depthwise ``nn.conv_blocked`` (one weight a channel)."""
+    if op.name != "nn.conv_blocked":
+        return False
+    x, w = op.operands[0].type, op.operands[1].type
+    channels = x.shape[1] * x.shape[4] if x.rank == 5 else x.shape[1]
+    return is_depthwise(ConvBlocked().normalize_attrs(op.attributes)["group"], channels, w.shape[0], w.shape[1])
+
+
+def blocked_pointwise(op) -> bool:
+    """Whether ``op`` is a 1x1, stride-1, unpadded dense ``nn.conv_blocked``
+    with a blocked input (an inverted residual block's expansion)."""
+    if op.name != "nn.conv_blocked" or op.operands[0].type.rank != 5:
+        return False
+    a = ConvBlocked().normalize_attrs(op.attributes)
+    return (tuple(op.operands[1].type.shape[2:]) == (1, 1) and set(a["strides"]) == {1}
+            and set(a["pads"]) == {0} and a["group"] == 1)
+
+
 def _plain_type(x, w):
     """The plain (N, C, H, W) type of a conv_blocked input."""
     if x.rank == 4:

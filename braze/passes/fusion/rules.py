@@ -21,8 +21,8 @@ from heapq import heappop, heappush
 from typing import Callable, ClassVar
 
 from ...ir import Value
-from ...ir.ops.conv import is_depthwise
-from ...ir.registry import Kind, contraction, lookup
+from ...ir.ops.layout import blocked_depthwise, blocked_pointwise
+from ...ir.registry import Kind, contraction
 from .graph import ELEMENTWISE, HEAVY, LIGHT, Graph
 from .planner import Planner
 
@@ -215,23 +215,6 @@ def conv_pool(plan: Planner, rule: FusionRule) -> None:
             plan.propose(rule, [p, i], [p, i])
 
 
-def _pointwise(op) -> bool:
-    """A 1x1, stride-1, unpadded dense conv in the blocked layout."""
-    if op.name != "nn.conv_blocked" or op.operands[0].type.rank != 5:
-        return False
-    a = lookup(op.name).normalize_attrs(op.attributes)
-    return (tuple(op.operands[1].type.shape[2:]) == (1, 1) and set(a["strides"]) == {1}
-            and set(a["pads"]) == {0} and a["group"] == 1)
-
-
-def _depthwise(op) -> bool:
-    if op.name != "nn.conv_blocked" or op.operands[0].type.rank != 5:
-        return False
-    x, w = op.operands[0].type, op.operands[1].type
-    a = lookup(op.name).normalize_attrs(op.attributes)
-    return is_depthwise(a["group"], x.shape[1] * x.shape[4], w.shape[0], w.shape[1])
-
-
 def conv_depthwise(plan: Planner, rule: FusionRule) -> None:
     """A depthwise conv joins the group of the pointwise (1x1) conv whose
     result (after its epilogue) it reads: an inverted residual block's
@@ -240,11 +223,11 @@ def conv_depthwise(plan: Planner, rule: FusionRule) -> None:
     graph = plan.graph
     for i, op in enumerate(graph.ops):
         p = graph.producer(op.operands[0]) if op.operands else None
-        if p is None or not _depthwise(op):
+        if p is None or not blocked_depthwise(op):
             continue
         members = plan.cluster(p).members
         heavy = [m for m in members if graph.kinds[m] in HEAVY]
-        if len(heavy) == 1 and _pointwise(graph.ops[heavy[0]]):
+        if len(heavy) == 1 and blocked_pointwise(graph.ops[heavy[0]]):
             plan.propose(rule, [p, i], [p, i])
 
 

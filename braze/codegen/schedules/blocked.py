@@ -280,8 +280,8 @@ def blocked_grid(op, target, defaults) -> list[dict]:
     flips = [{**defaults, key: 3 - int(defaults.get(key, 1))} for key in ("order", "pad")]
     rows = int(defaults.get("chain", 0))
     # a chained pair (chain.py): unchained, and tasks of half the rows (a divisor of the rows too)
-    chains = [{**defaults, "chain": r} for r in (0, rows // 2 if rows % 2 == 0 else 0)]
-    return out + flips + (list({str(c): c for c in chains}.values()) if rows else [])
+    chains = [{**defaults, "chain": r} for r in (0, rows // 2) if r == 0 or rows % 2 == 0] if rows else []
+    return out + flips + chains
 
 
 def blocked_prepare(sch, block, op, target, params) -> None:

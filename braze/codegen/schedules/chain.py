@@ -70,26 +70,25 @@ def source(op, kernel):
 
 def _walk_up(sch, block):
     """The stages between a depthwise conv and the anchor before it:
-    (padding stage or None, the epilogue's last stage or None, the
-    pointwise anchor block), or None when the producer is not an anchor
-    reached through single-consumer spatial stages."""
-    pad, stages = None, []
+    (padding stage or None, the epilogue stage or None, the pointwise
+    anchor block), or None when the producer is not an anchor reached
+    through single-consumer spatial stages."""
+    pad = epi = None
     current = block
     for _ in range(8):
-        producers = [p for p in sch.get_producers(current)]
-        computed = [p for p in producers if not sch.get(p).name_hint.startswith("unpack")]
+        computed = [p for p in sch.get_producers(current) if not sch.get(p).name_hint.startswith("unpack")]
         if len(computed) != 1:
             return None
         p = computed[0]
         node = sch.get(p)
         if "braze.anchor" in node.annotations:
-            return pad, (stages[0] if stages else None), p
+            return pad, epi, p
         if not is_spatial(sch, p) or len(sch.get_consumers(p)) != 1:
             return None
         if node.name_hint.startswith("conv_pad") and current is block:
             pad = p
-        else:
-            stages.append(p)
+        elif epi is None:
+            epi = p
         current = p
     return None
 

@@ -2,7 +2,7 @@
 
 The pass follows Ascend ATC's ``--precision_mode`` and its op lists:
 
-* **white** ops (matmul, conv) may run in 16 bits: their float operands are
+* **white** ops (matmul, conv, attention) may run in 16 bits: their float operands are
   cast down (weights converted here, at compile time) and their results are
   16-bit. Their lowerings accumulate in float32 (codegen/lowerings/nn.py, conv.py).
 * **black** ops (softmax, norms, reductions, exp/log/pow, erf/tanh, average
@@ -58,7 +58,7 @@ MODES: dict[str, tuple[str, str | None]] = {
 }
 
 #: The built-in lists, by ONNX op type (what --modify-mixlist names) ...
-WHITE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum"})
+WHITE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "Einsum", "Attention"})
 BLACK = frozenset({
     "Softmax", "LogSoftmax", "LayerNormalization", "InstanceNormalization", "GroupNormalization",
     "BatchNormalization", "LpNormalization", "LRN", "ReduceMean", "ReduceSum", "ReduceProd", "ReduceL1",
@@ -66,7 +66,7 @@ BLACK = frozenset({
     "GlobalAveragePool", "AveragePool", "CumSum", "Exp", "Log", "Pow", "Erf", "Tanh",
 })
 #: ... and by IR op, for ops with no ONNX location (IR text written by hand).
-WHITE_OPS = frozenset({"nn.conv", "nn.conv_transpose", "nn.matmul", "nn.einsum"})
+WHITE_OPS = frozenset({"nn.conv", "nn.conv_transpose", "nn.matmul", "nn.einsum", "nn.attention"})
 BLACK_OPS = frozenset({"nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.instance_norm", "nn.batch_norm",
                        "nn.lrn", "nn.avg_pool", "nn.cumsum", "math.exp", "math.log", "math.pow", "math.erf",
                        "math.tanh"})

@@ -5,3 +5,4 @@ from . import activation  # noqa: F401
 from . import conv, norm, pool  # noqa: F401
 from . import gather, resize  # noqa: F401
 from . import layout  # noqa: F401
+from . import attention  # noqa: F401

@@ -8,7 +8,7 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: gemm.py, amx.py, conv.py (conv2d), blocked.py, pointwise.py,
+One file per rule: flash.py (attention), gemm.py, amx.py, conv.py (conv2d), blocked.py, pointwise.py,
 depthwise.py, winograd.py; rule.py the rule table, its order and the machine-model
 helpers; tir.py the TIR helpers; generic.py the schedule of everything
 else. ``RULES`` lists the rules.
@@ -24,7 +24,7 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError, last_line
 from ... import interrupts
 from ..kernel import Kernel, compute
-from . import amx, blocked, conv, depthwise, dpbf16, gemm, pointwise, winograd  # noqa: F401  (register the rules)
+from . import amx, blocked, conv, depthwise, dpbf16, flash, gemm, pointwise, winograd  # noqa: F401  (register the rules)
 from .generic import attach_to_consumers, schedule_generic, schedule_rows
 from .rule import PRIORITY, RULES, Rule
 from .tir import Schedule, anchors, inline
@@ -120,6 +120,13 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
 
 def _schedule(kernel: Kernel, target, choices: list[Choice]):
     kernel.plain_layouts()
+    built = [c for c in choices if c.rule.build is not None]
+    if built:  # the rule writes the kernel's PrimFunc itself (a kernel of that op alone)
+        c = built[0]
+        func = c.rule.build(kernel.ops[c.index], kernel, target, c.params)
+        kernel.schedule = c.rule.name
+        kernel.schedule_params = {kernel.ops[c.index].name + f"#{c.index}": c.params}
+        return func.with_attr("global_symbol", kernel.name)
     kernel.stage_16bit = {id(kernel.ops[c.index].operands[j]) for c in choices
                           for j in c.rule.widened(kernel.ops[c.index], kernel) if j < len(kernel.ops[c.index].operands)}
     for c in choices:

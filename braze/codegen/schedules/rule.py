@@ -59,6 +59,11 @@ class Rule:
     #: (docs/schedules.md, "16-bit kernels"); or ``stage_16bit(op, kernel)``,
     #: those of one op
     stage_16bit: tuple[int, ...] | Callable = ()
+    #: ``build(op, kernel, target, params)``: the kernel's whole PrimFunc,
+    #: written by the rule rather than scheduled from the TE graph (flash:
+    #: its online softmax is a loop-carried state that TE does not express);
+    #: only for a kernel that is the op alone
+    build: Callable | None = None
 
     def widened(self, op, kernel) -> tuple[int, ...]:
         """The operands of ``op`` this rule widens to float32 in a stage (``stage_16bit``)."""
@@ -85,7 +90,7 @@ def halve_double(op, target, defaults) -> list[dict]:
 #: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv),
 #: depthwise after it (the grouped convs whose groups conv2d's blocks do not
 #: fit), and amx before gemm (the bfloat16 matmuls a CPU with AMX tiles takes).
-PRIORITY = ("dpbf16", "winograd", "pointwise", "conv2d", "depthwise", "amx", "blocked", "gemm")
+PRIORITY = ("flash", "dpbf16", "winograd", "pointwise", "conv2d", "depthwise", "amx", "blocked", "gemm")
 
 
 RULES: dict[str, Rule] = {}

@@ -1,0 +1,466 @@
+"""flash: ``nn.attention`` as one CPU kernel that never stores the scores.
+
+A task is one batch, one key/value head and ``block_q`` query rows, for
+every query head that shares that key/value head (GQA: the heads of a
+group read one K/V block while it is in cache). It walks the keys in blocks
+of ``block_k`` and keeps, per query row, a running max ``m``, a running sum
+``l`` and an accumulator ``acc`` (``v``'s head size wide). For each tile of
+``tile_q`` rows against a key block it
+
+1. computes the scores on a register tile (``tile_q`` rows by ``key_vectors``
+   vectors of keys, as gemm's micro-kernel: one broadcast q element a row,
+   one K^T vector load a column vector), scaled, soft-capped and biased
+   (mask, causality, window, key lengths) as they leave the registers, into
+   a ``tile_q x block_k`` buffer that stays in L1;
+2. updates ``m``, rescales ``l`` and ``acc`` by ``exp(m_old - m_new)`` and
+   turns the scores into ``exp(s - m_new)`` (a vectorized polynomial exp);
+3. adds ``P @ V`` to ``acc`` on a register tile (``tile_q`` rows by
+   ``value_vectors`` vectors of ``v``'s head size).
+
+Tiles where causality or the window masks every pair are skipped. At the
+end ``y = acc / l`` (0 for a row no key may attend). K is re-laid once a
+call as K^T (and V copied, both widened to float32 and padded to whole key
+blocks), linear in the sequence length; nothing is of size S x S.
+
+Parameters (``braze schedule --rule flash --param``): ``tile_q``,
+``key_vectors``, ``value_vectors``, ``block_k``, ``block_q``; defaults from
+the machine model (docs/schedules.md).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import reduce
+
+import numpy as np
+import tvm
+from tvm.script import tirx as T
+
+from ...ir.ops.attention import heads_of
+from ..kernel import TVM_DTYPES
+from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, registers
+
+#: keys a block holds at most: its K^T and V blocks (64-wide heads: 2 x 64 KB) stay in L2
+MAX_BLOCK_K = 256
+#: query row tiles a task holds (``block_q = tile_q * ROW_TILES``) when there are tasks enough for the cores
+ROW_TILES = 8
+#: tasks per core below which ``block_q`` shrinks (load balance across cores)
+TASKS_PER_CORE = 4
+#: rows of a register tile at most (gemm's cap)
+MAX_TILE_Q = 8
+
+NEG_INF = float("-inf")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the kernel reads: dims, dtypes and layouts of its operands."""
+
+    batch: int
+    q_heads: int
+    kv_heads: int
+    q_seq: int
+    kv_seq: int
+    head_size: int
+    v_head_size: int
+    dtype: str  # TVM dtype of q, k, v and y
+    q4: bool
+    k4: bool
+    v4: bool
+    mask_shape: tuple | None
+    mask_dtype: str | None
+    kv_lengths: bool
+
+
+def _layout(op) -> Layout:
+    q, k, v = (x.type for x in op.operands[:3])
+    a = op.attributes
+    h = heads_of(q, k, v, a.get("q_heads", 0), a.get("kv_heads", 0))
+    mask = op.operands[3].type if len(op.operands) > 3 else None
+    return Layout(h.batch, h.q_heads, h.kv_heads, h.q_seq, h.kv_seq, h.head_size, h.v_head_size,
+                  TVM_DTYPES[q.dtype], q.rank == 4, k.rank == 4, v.rank == 4,
+                  mask.shape if mask is not None else None, TVM_DTYPES[mask.dtype] if mask is not None else None,
+                  len(op.operands) > 4)
+
+
+def applies(op, kernel, target) -> bool:
+    if op.results[0].type.dtype not in FLOAT32_MATH or len(kernel.ops) != 1:
+        return False
+    if getattr(target, "kind", "llvm") != "llvm":
+        return False
+    values = op.operands
+    if len({id(x) for x in values}) != len(values):  # q is k, say: one param for two operands
+        return False
+    mask_immediate = len(values) > 3 and id(kernel.ops[0].operands[3]) in kernel.immediates
+    if any(id(x) in kernel.immediates for x in values[:3]) or len(values) > 4 and id(values[4]) in kernel.immediates:
+        return False
+    if mask_immediate and not np.isfinite(float(kernel.immediates[id(values[3])])):
+        return False
+    layout = _layout(op)
+    return layout.v_head_size % lanes(target) == 0 and layout.kv_seq > 0 and layout.q_seq > 0
+
+
+def defaults(op, kernel, target) -> dict:
+    layout, v = _layout(op), lanes(target)
+    best = None
+    for key_vectors in (3, 2, 1):
+        # as many rows as the registers hold beside the key vectors and the broadcast (gemm's 8 x 3 / 4 x 3)
+        tile_q = min(MAX_TILE_Q, (registers(target) - key_vectors - 1) // key_vectors)
+        if tile_q < 1:
+            continue
+        width = key_vectors * v
+        blocks = [width * n for n in range(1, MAX_BLOCK_K // width + 1)] or [width]
+        block_k = min(blocks, key=lambda bk: (-(-layout.kv_seq // bk) * bk, -bk))
+        padded = -(-layout.kv_seq // block_k) * block_k
+        # fewer accumulators only where they pad fewer keys
+        cost = padded * (1.0 + 0.04 * (3 - key_vectors))
+        if best is None or cost < best[0]:
+            best = (cost, tile_q, key_vectors, block_k)
+    _, tile_q, key_vectors, block_k = best
+    value_vectors = max(n for n in (1, 2, 3, 4) if (layout.v_head_size // v) % n == 0
+                        and tile_q * n <= accumulators(target, n))
+    cores = max(1, getattr(target, "num_cores", 1) or 1)
+    row_tiles = ROW_TILES
+    while row_tiles > 1 and _tasks(layout, tile_q * row_tiles) < TASKS_PER_CORE * cores:
+        row_tiles //= 2
+    row_tiles = min(row_tiles, -(-layout.q_seq // tile_q))
+    return {"tile_q": tile_q, "key_vectors": key_vectors, "value_vectors": value_vectors, "block_k": block_k,
+            "block_q": tile_q * row_tiles}
+
+
+def _tasks(layout: Layout, block_q: int) -> int:
+    return layout.batch * layout.kv_heads * -(-layout.q_seq // block_q)
+
+
+def _check(layout: Layout, params: dict, v: int) -> None:
+    tq, kvec, vvec = params["tile_q"], params["key_vectors"], params["value_vectors"]
+    bk, bq = params["block_k"], params["block_q"]
+    if min(tq, kvec, vvec, bk, bq) < 1:
+        raise ValueError(f"flash parameters must be >= 1, got {params}")
+    if bk % (kvec * v) or bq % tq or (layout.v_head_size // v) % vvec:
+        raise ValueError(f"flash: block_k must be a multiple of key_vectors x {v}, block_q of tile_q, and "
+                         f"value_vectors must divide {layout.v_head_size // v}; got {params}")
+
+
+def primfunc(op, kernel, target, params, scale_default=None):
+    """The kernel's PrimFunc: flash attention for ``op`` (the kernel's only op)."""
+    layout, v = _layout(op), lanes(target)
+    _check(layout, params, v)
+    a = {**op.attributes}
+    immediate_mask = len(op.operands) > 3 and id(op.operands[3]) in kernel.immediates
+    func = _build(layout, v, params, scale=float(a["scale"]), causal=bool(a.get("causal", False)),
+                  offset=int(a.get("offset", 0)), left=int(a.get("window_left", -1)),
+                  right=int(a.get("window_right", -1)), softcap=float(a.get("softcap", 0.0)),
+                  use_mask=layout.mask_shape is not None and not immediate_mask)
+    # the parameters the kernel passes: q, k, v, then the mask and key lengths it has
+    keep = [0, 1, 2] + ([3] if layout.mask_shape is not None and not immediate_mask else []) \
+        + ([4] if layout.kv_lengths else []) + [5]
+    return tvm.tirx.PrimFunc([func.params[i] for i in keep], func.body, func.ret_type, func.attrs)
+
+
+def _is_vec(j, lanes_: int) -> bool:
+    """Whether a key index expression is a vector (a ramp) of ``lanes_`` keys."""
+    return str(getattr(j, "ty", "")).endswith(f"x{lanes_}")
+
+
+def _fexp(x, lanes_: int):
+    """e^x as a polynomial (Cephes' expf: a few float32 ulps), 0 below -88.37
+    (so e^-inf is 0); vectorizes where LLVM's exp would call libm per element."""
+    def c(value):
+        return T.broadcast(T.float32(value), lanes_) if lanes_ > 1 else T.float32(value)
+    clamped = T.min(T.max(x, c(-88.37)), c(88.37))
+    n = T.floor(clamped * c(1.44269504088896341) + c(0.5))
+    r = clamped - n * c(0.693359375) + n * c(2.12194440e-4)
+    p = c(1.9875691500e-4)
+    for coefficient in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = p * r + c(coefficient)
+    itype = "int32" if lanes_ == 1 else f"int32x{lanes_}"
+    ftype = "float32" if lanes_ == 1 else f"float32x{lanes_}"
+    ni = T.Cast(itype, n) + (T.broadcast(T.int32(127), lanes_) if lanes_ > 1 else T.int32(127))
+    two_n = T.reinterpret(ftype, T.shift_left(ni, T.broadcast(T.int32(23), lanes_) if lanes_ > 1 else T.int32(23)))
+    return T.Select(x < c(-88.37), c(0.0), (p * r * r + r + c(1.0)) * two_n)
+
+
+def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, right, softcap, use_mask):
+    TQ, NKV, NDV = params["tile_q"], params["key_vectors"], params["value_vectors"]
+    BK, BQ = params["block_k"], params["block_q"]
+    B, HQ, HK, SQ, SK, D, DV = L.batch, L.q_heads, L.kv_heads, L.q_seq, L.kv_seq, L.head_size, L.v_head_size
+    G = HQ // HK
+    KT = NKV * V
+    NB = -(-SK // BK)
+    SKP = NB * BK
+    NQB = -(-SQ // BQ)
+    dt = L.dtype
+    f32 = "float32"
+    guard = SKP != SK  # key vectors past the end exist: read the mask lane by lane there
+
+    q_shape = (B, HQ, SQ, D) if L.q4 else (B, SQ, HQ * D)
+    k_shape = (B, HK, SK, D) if L.k4 else (B, SK, HK * D)
+    v_shape = (B, HK, SK, DV) if L.v4 else (B, SK, HK * DV)
+    y_shape = (B, HQ, SQ, DV) if L.q4 else (B, SQ, HQ * DV)
+    m_shape = L.mask_shape if use_mask else (1,)
+    m_dtype = L.mask_dtype if use_mask else f32
+
+    def widen(e):
+        return e.astype(f32) if dt != f32 else e
+
+    def q_at(Q, b, h, s, d):
+        return widen(Q[b, h, s, d] if L.q4 else Q[b, s, h * D + d])
+
+    def k_at(K, b, h, s, d):
+        return widen(K[b, h, s, d] if L.k4 else K[b, s, h * D + d])
+
+    def v_at(Vb, b, h, s, d):
+        return widen(Vb[b, h, s, d] if L.v4 else Vb[b, s, h * DV + d])
+
+    def bcast(x):
+        return T.broadcast(x, V)
+
+    def start(KL, b):
+        """Where query 0 sits among the keys."""
+        return T.Cast("int32", KL[b]) - SQ if L.kv_lengths else T.int32(offset)
+
+    def allowed(KL, b, row, j):
+        """The (row, key) pairs causality, the window and the key lengths let
+        attend, for a key index or a vector of them (``j``), or None."""
+        vec = _is_vec(j, V)
+        def s(x):
+            return bcast(x) if vec else x
+        at = row + start(KL, b)
+        conds = []
+        if L.kv_lengths:
+            conds.append(j < s(T.Cast("int32", KL[b])))
+        if causal:
+            conds.append(j <= s(at))
+        if left >= 0:
+            conds.append(j >= s(at - left))
+        if right >= 0:
+            conds.append(j <= s(at + right))
+        return reduce(lambda x, y: T.And(x, y), conds) if conds else None
+
+    def mask_at(M, b, h, row, j):
+        """The mask's bias at (row, key j), j a key index or a ramp of them."""
+        shape = m_shape
+        full = (b, h, row, j)[4 - len(shape):]
+        index = []
+        for n, x in zip(shape, full):
+            index.append(0 if n == 1 else x)
+        value = M[tuple(index)]
+        vec = _is_vec(j, V)
+        if vec and shape[-1] == 1:
+            value = bcast(value)
+        zero = bcast(T.float32(0)) if vec else T.float32(0)
+        ninf = bcast(T.float32(NEG_INF)) if vec else T.float32(NEG_INF)
+        if m_dtype == "bool":
+            return T.Select(value, zero, ninf)
+        return value.astype(f"float32x{V}" if vec else f32) if m_dtype != f32 else value
+
+    def finish(M, KL, b, h, row, j, raw):
+        """A score leaving the registers: softcap, then the bias."""
+        vec = _is_vec(j, V)
+        if softcap > 0:
+            cap = bcast(T.float32(softcap)) if vec else T.float32(softcap)
+            raw = cap * T.tanh(raw / cap)
+        if use_mask:
+            raw = raw + mask_at(M, b, h, row, j)
+        ok = allowed(KL, b, row, j)
+        if ok is None:
+            return raw
+        return T.Select(ok, raw, bcast(T.float32(NEG_INF)) if vec else T.float32(NEG_INF))
+
+    def live(KL, b, first_row, last_row, j0):
+        """Whether a key block may hold a pair some row in [first_row, last_row] attends."""
+        conds = []
+        if L.kv_lengths:
+            conds.append(j0 < T.Cast("int32", KL[b]))
+        if causal:
+            conds.append(j0 <= last_row + start(KL, b))
+        if left >= 0:
+            conds.append(j0 + BK - 1 >= first_row + start(KL, b) - left)
+        if right >= 0:
+            conds.append(j0 <= last_row + start(KL, b) + right)
+        return reduce(lambda x, y: T.And(x, y), conds) if conds else T.bool(True)
+
+    def hmax(vec_buf, i):
+        return reduce(T.max, [vec_buf[i, lane] for lane in range(V)])
+
+    def hsum(vec_buf, i):
+        return reduce(lambda x, y: x + y, [vec_buf[i, lane] for lane in range(V)])
+
+    scale_ = float(scale)
+
+    @T.macro
+    def qk_step(cb, u, q, kt, b, hk, g, qb, qt, kb, kk, i, d):
+        cb[i, T.ramp(0, 1, V)] = cb[i, T.ramp(0, 1, V)] + bcast(
+            q_at(q, b, hk * G + g, T.min(qb * BQ + qt * TQ + i, SQ - 1), d)) * kt[
+            b, hk, d, T.ramp(kb * BK + kk * KT + u * V, 1, V)]
+
+    @T.macro
+    def scores_out(cb, u, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk):
+        for i in T.unroll(TQ):
+            if guard:
+                if kb * BK + kk * KT + u * V + V <= SK:
+                    sc[i, T.ramp(kk * KT + u * V, 1, V)] = finish(
+                        mask, kv_len, b, hk * G + g, qb * BQ + qt * TQ + i, T.ramp(kb * BK + kk * KT + u * V, 1, V),
+                        cb[i, T.ramp(0, 1, V)] * bcast(T.float32(scale_)))
+                else:
+                    for lane in range(V):
+                        if kb * BK + kk * KT + u * V + lane < SK:
+                            sc[i, kk * KT + u * V + lane] = finish(
+                                mask, kv_len, b, hk * G + g, qb * BQ + qt * TQ + i, kb * BK + kk * KT + u * V + lane,
+                                cb[i, lane] * T.float32(scale_))
+                        else:
+                            sc[i, kk * KT + u * V + lane] = T.float32(NEG_INF)
+            else:
+                sc[i, T.ramp(kk * KT + u * V, 1, V)] = finish(
+                    mask, kv_len, b, hk * G + g, qb * BQ + qt * TQ + i, T.ramp(kb * BK + kk * KT + u * V, 1, V),
+                    cb[i, T.ramp(0, 1, V)] * bcast(T.float32(scale_)))
+
+    @T.macro
+    def pv_load(ob, u, acc, alpha, g, qt, ch):
+        for i in T.unroll(TQ):
+            ob[i, T.ramp(0, 1, V)] = acc[g * BQ + qt * TQ + i, T.ramp(ch * NDV * V + u * V, 1, V)] * bcast(alpha[i])
+
+    @T.macro
+    def pv_step(ob, u, sc, vp, b, hk, kb, ch, i, jj):
+        ob[i, T.ramp(0, 1, V)] = ob[i, T.ramp(0, 1, V)] + bcast(sc[i, jj]) * vp[
+            b, hk, kb * BK + jj, T.ramp(ch * NDV * V + u * V, 1, V)]
+
+    @T.macro
+    def pv_store(ob, u, acc, g, qt, ch):
+        for i in T.unroll(TQ):
+            acc[g * BQ + qt * TQ + i, T.ramp(ch * NDV * V + u * V, 1, V)] = ob[i, T.ramp(0, 1, V)]
+
+    @T.prim_func
+    def flash(q: T.Buffer(q_shape, dt), k: T.Buffer(k_shape, dt), v: T.Buffer(v_shape, dt),
+              mask: T.Buffer(m_shape, m_dtype), kv_len: T.Buffer((B,), "int64"), y: T.Buffer(y_shape, dt)):
+        kt = T.decl_buffer((B, HK, D, SKP), f32, scope="global")
+        vp = T.decl_buffer((B, HK, SKP, DV), f32, scope="global")
+        for t in T.parallel(B * HK):
+            for d, s in T.grid(D, SKP):
+                kt[t // HK, t % HK, d, s] = T.Select(s < SK, k_at(k, t // HK, t % HK, T.min(s, SK - 1), d),
+                                                     T.float32(0))
+            for s, c in T.grid(SKP, DV):
+                vp[t // HK, t % HK, s, c] = T.Select(s < SK, v_at(v, t // HK, t % HK, T.min(s, SK - 1), c),
+                                                     T.float32(0))
+        for task in T.parallel(B * HK * NQB):
+            b = task // (HK * NQB)
+            hk = task // NQB % HK
+            qb = task % NQB
+            m = T.decl_buffer((G * BQ,), f32, scope="global")
+            l = T.decl_buffer((G * BQ,), f32, scope="global")
+            acc = T.decl_buffer((G * BQ, DV), f32, scope="global")
+            sc = T.decl_buffer((TQ, BK), f32, scope="global")
+            alpha = T.decl_buffer((TQ,), f32, scope="global")
+            red = T.decl_buffer((1, V), f32, scope="global")
+            for r in range(G * BQ):
+                m[r] = T.float32(NEG_INF)
+                l[r] = T.float32(0)
+                for c in range(DV // V):
+                    acc[r, T.ramp(c * V, 1, V)] = bcast(T.float32(0))
+            for kb in range(NB):
+                if live(kv_len, b, qb * BQ, T.min(qb * BQ + BQ, SQ) - 1, kb * BK):
+                    for g in range(G):
+                        for qt in range(BQ // TQ):
+                            if qb * BQ + qt * TQ < SQ:
+                                if live(kv_len, b, qb * BQ + qt * TQ, T.min(qb * BQ + qt * TQ + TQ, SQ) - 1,
+                                        kb * BK):
+                                    # 1. scores of tile_q rows x block_k keys, key_vectors vectors at a time
+                                    for kk in range(BK // KT):
+                                        c0 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        c1 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        c2 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        for i in T.unroll(TQ):
+                                            c0[i, T.ramp(0, 1, V)] = bcast(T.float32(0))
+                                            c1[i, T.ramp(0, 1, V)] = bcast(T.float32(0))
+                                            c2[i, T.ramp(0, 1, V)] = bcast(T.float32(0))
+                                        for d in range(D):
+                                            for i in T.unroll(TQ):
+                                                qk_step(c0, 0, q, kt, b, hk, g, qb, qt, kb, kk, i, d)
+                                                if NKV > 1:
+                                                    qk_step(c1, 1, q, kt, b, hk, g, qb, qt, kb, kk, i, d)
+                                                if NKV > 2:
+                                                    qk_step(c2, 2, q, kt, b, hk, g, qb, qt, kb, kk, i, d)
+                                        scores_out(c0, 0, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk)
+                                        if NKV > 1:
+                                            scores_out(c1, 1, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk)
+                                        if NKV > 2:
+                                            scores_out(c2, 2, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk)
+                                    # 2. the online softmax: running max and sum, the rescale factor
+                                    for i in range(TQ):
+                                        row = g * BQ + qt * TQ + i
+                                        red[0, T.ramp(0, 1, V)] = sc[i, T.ramp(0, 1, V)]
+                                        for c in range(1, BK // V):
+                                            red[0, T.ramp(0, 1, V)] = T.max(red[0, T.ramp(0, 1, V)],
+                                                                            sc[i, T.ramp(c * V, 1, V)])
+                                        top = T.max(m[row], hmax(red, 0))
+                                        shift = T.Select(top == T.float32(NEG_INF), T.float32(0), top)
+                                        alpha[i] = _fexp(m[row] - shift, 1)
+                                        red[0, T.ramp(0, 1, V)] = bcast(T.float32(0))
+                                        for c in range(BK // V):
+                                            sc[i, T.ramp(c * V, 1, V)] = _fexp(
+                                                sc[i, T.ramp(c * V, 1, V)] - bcast(shift), V)
+                                            red[0, T.ramp(0, 1, V)] = red[0, T.ramp(0, 1, V)] + sc[
+                                                i, T.ramp(c * V, 1, V)]
+                                        l[row] = l[row] * alpha[i] + hsum(red, 0)
+                                        m[row] = top
+                                    # 3. acc = acc * alpha + P @ V, value_vectors vectors at a time
+                                    for ch in range(DV // (NDV * V)):
+                                        o0 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        o1 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        o2 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        o3 = T.decl_buffer((TQ, V), f32, scope="global")
+                                        pv_load(o0, 0, acc, alpha, g, qt, ch)
+                                        if NDV > 1:
+                                            pv_load(o1, 1, acc, alpha, g, qt, ch)
+                                        if NDV > 2:
+                                            pv_load(o2, 2, acc, alpha, g, qt, ch)
+                                        if NDV > 3:
+                                            pv_load(o3, 3, acc, alpha, g, qt, ch)
+                                        for jj in range(BK):
+                                            for i in T.unroll(TQ):
+                                                pv_step(o0, 0, sc, vp, b, hk, kb, ch, i, jj)
+                                                if NDV > 1:
+                                                    pv_step(o1, 1, sc, vp, b, hk, kb, ch, i, jj)
+                                                if NDV > 2:
+                                                    pv_step(o2, 2, sc, vp, b, hk, kb, ch, i, jj)
+                                                if NDV > 3:
+                                                    pv_step(o3, 3, sc, vp, b, hk, kb, ch, i, jj)
+                                        pv_store(o0, 0, acc, g, qt, ch)
+                                        if NDV > 1:
+                                            pv_store(o1, 1, acc, g, qt, ch)
+                                        if NDV > 2:
+                                            pv_store(o2, 2, acc, g, qt, ch)
+                                        if NDV > 3:
+                                            pv_store(o3, 3, acc, g, qt, ch)
+            for g, rr in T.grid(G, BQ):
+                if qb * BQ + rr < SQ:
+                    inv = T.Select(l[g * BQ + rr] > T.float32(0), T.float32(1) / l[g * BQ + rr], T.float32(0))
+                    for c in range(DV // V):
+                        if L.q4:
+                            y[b, hk * G + g, qb * BQ + rr, T.ramp(c * V, 1, V)] = (
+                                acc[g * BQ + rr, T.ramp(c * V, 1, V)] * bcast(inv)).astype(f"{dt}x{V}")
+                        else:
+                            y[b, qb * BQ + rr, T.ramp((hk * G + g) * DV + c * V, 1, V)] = (
+                                acc[g * BQ + rr, T.ramp(c * V, 1, V)] * bcast(inv)).astype(f"{dt}x{V}")
+
+    return flash
+
+
+def grid(op, target, defaults_) -> list[dict]:
+    v = lanes(target)
+    out = []
+    for bk in (defaults_["key_vectors"] * v * n for n in (2, 4, 8)):
+        out.append({**defaults_, "block_k": bk})
+    for rows in (2, 4, 16):
+        out.append({**defaults_, "block_q": defaults_["tile_q"] * rows})
+    return out
+
+
+def _unused_apply(sch, block, op, target, params):  # pragma: no cover - flash builds its own PrimFunc
+    raise AssertionError("flash builds the kernel's PrimFunc itself (Rule.build)")
+
+
+register(Rule("flash", ("nn.attention",), __doc__.split("\n\n")[0], applies, defaults, _unused_apply,
+              grid=grid, build=primfunc))

@@ -212,12 +212,13 @@ def layout_block(target=None) -> int | None:
 
 def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = None,
              layout: str = "blocked") -> PassManager:
-    """The passes a compile runs: canonicalize, cse, dce, precision (unless
-    the mode is the model's own dtypes), layout (``blocked``, on a CPU
-    target, level > 0), then fuse (level > 0). An Ascend-like ``target`` (a
-    Target) bounds each group's working tile by its unified buffer unless
-    ``fusion`` sets ``tile_limit``, and gives the default precision mode.
-    ``target`` None is the host CPU."""
+    """The passes a compile runs: canonicalize, cse, dce, raise-attention
+    (level 3), precision (unless the mode is the model's own dtypes), layout
+    (``blocked``, on a CPU target, level > 0), then fuse (level > 0). An
+    Ascend-like ``target`` (a Target) bounds each group's working tile by
+    its unified buffer unless ``fusion`` sets ``tile_limit``, and gives the
+    default precision mode. ``target`` None is the host CPU."""
+    from .passes.attention import RaiseAttention
     from .passes.fusion import Fuse, FusionOptions
     from .passes.layout import Layout
     from .passes.precision import MODES, Precision
@@ -225,6 +226,11 @@ def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = 
     check_layout(layout)
 
     pm = PassManager.parse(PREPARE)
+    if level > 0:
+        options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
+    if level >= 3:  # before precision and layout, which would split the pattern with their ops
+        pm.passes.append(RaiseAttention(**{f.name: getattr(options, f.name)
+                                           for f in dataclasses.fields(RaiseAttention)}))
     precision = dict(precision or {})
     mode = precision.get("mode") or default_precision_mode(target)
     if MODES[mode][0] != "origin":
@@ -233,7 +239,6 @@ def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = 
     if level > 0 and layout == "blocked" and block is not None:
         pm.passes.append(Layout(block=block))
     if level > 0:
-        options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
         values = {f.name: getattr(options, f.name) for f in dataclasses.fields(FusionOptions)}
         if target is not None and target.npu is not None and not values["tile_limit"]:
             values["tile_limit"] = target.npu.ub_size

@@ -15,17 +15,17 @@ from braze.backend import BrazeBackend
 # Test-name stems (onnx's, mostly the op type in snake case) of the op types
 # that pass. A stem matches ``test_<stem>`` and ``test_<stem>_...``.
 STEMS = [
-    "abs", "add", "and", "argmax", "argmin", "averagepool", "basic_conv", "batchnorm", "cast", "castlike",
-    "ceil", "clip", "concat", "constant", "constantofshape", "constant_pad", "conv", "convtranspose", "cos",
-    "cumsum", "depthtospace", "div", "dropout", "edge_pad", "einsum", "elu", "equal", "erf", "exp", "expand",
-    "flatten", "floor", "gather", "gathernd", "gelu", "gemm", "globalaveragepool", "globalmaxpool", "greater",
-    "group_normalization", "hardsigmoid", "hardswish", "identity", "instancenorm", "isinf", "isnan",
-    "layer_normalization", "leakyrelu", "less", "log", "logsoftmax", "lrn", "matmul", "max", "maxpool",
-    "mean", "min", "mod", "mul", "neg", "not", "or", "pow", "prelu", "range", "reciprocal", "reduce_l1",
-    "reduce_l2", "reduce_log_sum", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum",
-    "reduce_sum_square", "reflect_pad", "relu", "reshape", "resize", "rms_normalization", "rotary_embedding",
-    "round", "selu", "shape", "sigmoid", "sign", "sin", "size", "slice", "softmax", "softplus", "softsign",
-    "spacetodepth", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile", "top_k",
+    "abs", "add", "and", "argmax", "argmin", "attention", "averagepool", "basic_conv", "batchnorm", "cast",
+    "castlike", "ceil", "clip", "concat", "constant", "constantofshape", "constant_pad", "conv",
+    "convtranspose", "cos", "cumsum", "depthtospace", "div", "dropout", "edge_pad", "einsum", "elu", "equal",
+    "erf", "exp", "expand", "flatten", "floor", "gather", "gathernd", "gelu", "gemm", "globalaveragepool",
+    "globalmaxpool", "greater", "group_normalization", "hardsigmoid", "hardswish", "identity", "instancenorm",
+    "isinf", "isnan", "layer_normalization", "leakyrelu", "less", "log", "logsoftmax", "lrn", "matmul", "max",
+    "maxpool", "mean", "min", "mod", "mul", "neg", "not", "or", "pow", "prelu", "range", "reciprocal",
+    "reduce_l1", "reduce_l2", "reduce_log_sum", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod",
+    "reduce_sum", "reduce_sum_square", "reflect_pad", "relu", "reshape", "resize", "rms_normalization",
+    "rotary_embedding", "round", "selu", "shape", "sigmoid", "sign", "sin", "size", "slice", "softmax",
+    "softplus", "softsign", "spacetodepth", "split", "sqrt", "squeeze", "sub", "sum", "tanh", "tile", "top_k",
     "training_dropout_zero_ratio", "transpose", "unsqueeze", "upsample", "where", "wrap_pad", "xor",
 ]
 

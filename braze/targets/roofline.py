@@ -5,6 +5,9 @@ For each kernel (a fused group or a single op) of a fused module:
 - **cube work**: conv/matmul as GEMMs (batch x M x N x K), padded to the
   cube's fractal, tiled for L0A/L0B/L0C (``cube_tile``) and spread over the
   cube cores in waves of tiles;
+- an attention (``nn.attention``) as its two GEMMs (q k^T and p v per head)
+  on the cube and its softmax on the vector unit, the scores kept on chip
+  (flash attention: only q, k, v and the result move);
 - **vector work**: every other op, in vector instructions (elements x a
   per-op count, ``VECTOR_COST``), at ``vec_calc_size`` bytes per cycle on
   each vector unit the kernel's tiles occupy;
@@ -39,6 +42,11 @@ from .descriptor import NpuSpec
 #: (the usual expansion of a composite function); reductions and
 #: normalisations count per input element, pools per output element and
 #: window position; layout ops move every element once; views are free.
+#: ops whose GEMMs run on the cube and whose softmax runs on the vector unit
+ATTENTION_OPS = frozenset({"nn.attention", "nn.attention_scores"})
+#: vector instructions per score of an attention: scale, mask, max, exp, sum, the p cast
+ATTENTION_VECTOR_COST = 6
+
 VECTOR_COST = {
     "math.erf": 8, "math.gelu": 10, "math.tanh": 4, "math.sigmoid": 3, "math.softplus": 3, "math.elu": 3,
     "math.selu": 4, "math.sin": 8, "math.cos": 8, "math.pow": 3, "math.hard_swish": 3, "math.hard_sigmoid": 2,
@@ -149,8 +157,7 @@ def estimate_kernel(name: str, nodes: list[str], members: list[Operation], input
     tile: dict = {}
     cube_cycles, cube_cores, cube_flops, rereads = 0, 0, 0, {}
     for op in members:
-        if contraction(op.name):
-            gemm = gemm_shape(op)
+        for gemm in cube_gemms(op):
             cycles, cores, flops, info, reread = _cube(gemm, chip, chip.elem_bytes(op.operands[0]))
             cube_cycles, cube_flops = cube_cycles + cycles, cube_flops + flops
             cube_cores = max(cube_cores, cores)
@@ -203,6 +210,25 @@ def estimate_kernel(name: str, nodes: list[str], members: list[Operation], input
 
 
 # --- the cube ------------------------------------------------------------------------------
+def cube_gemms(op: Operation) -> list[tuple[int, int, int, int]]:
+    """The GEMMs (batch, M, N, K) an op runs on the cube: a conv's or a
+    matmul's one; an attention's two per query head."""
+    if contraction(op.name):
+        return [gemm_shape(op)]
+    if op.name in ATTENTION_OPS:
+        h = _attention_heads(op)
+        batch = h.batch * h.q_heads
+        return [(batch, h.q_seq, h.kv_seq, h.head_size), (batch, h.q_seq, h.v_head_size, h.kv_seq)]
+    return []
+
+
+def _attention_heads(op: Operation):
+    from ..ir.ops.attention import heads_of
+
+    a = lookup(op.name).normalize_attrs(op.attributes)
+    return heads_of(*(v.type for v in op.operands[:3]), a["q_heads"], a["kv_heads"])
+
+
 def gemm_shape(op: Operation) -> tuple[int, int, int, int]:
     """(batch, M, N, K) of a conv/matmul seen as GEMMs (a conv per group, im2col)."""
     out = op.results[0].type.shape
@@ -269,7 +295,11 @@ def _up(x: int, step: int) -> int:
 
 # --- the vector unit -------------------------------------------------------------------------
 def vector_work(op: Operation) -> int:
-    """Vector instructions' elements for one op (see VECTOR_COST)."""
+    """Vector instructions' elements for one op (see VECTOR_COST); an
+    attention's are its scores' (scale, mask, max, exp, sum, rescale)."""
+    if op.name in ATTENTION_OPS:
+        h = _attention_heads(op)
+        return h.batch * h.q_heads * h.q_seq * h.kv_seq * ATTENTION_VECTOR_COST
     out = op.results[0].type.size if op.results else 0
     cost = VECTOR_COST.get(op.name, 1)
     kind = lookup(op.name).kind if lookup(op.name) else Kind.OPAQUE

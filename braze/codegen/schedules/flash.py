@@ -47,6 +47,12 @@ MAX_BLOCK_K = 256
 ROW_TILES = 8
 #: tasks per core below which ``block_q`` shrinks (load balance across cores)
 TASKS_PER_CORE = 4
+#: the time a key block's softmax bookkeeping costs (row max and sum across
+#: lanes, the rescale), in keys' worth of scores
+BLOCK_OVERHEAD_KEYS = 8
+#: the relative time of a score by the key vectors of its register tile:
+#: fewer accumulators (16 with 2 vectors, 8 with 1) and more loads per FMA
+TILE_COST = {3: 1.0, 2: 1.01, 1: 1.15}
 #: rows of a register tile at most (gemm's cap)
 MAX_TILE_Q = 8
 
@@ -110,13 +116,11 @@ def defaults(op, kernel, target) -> dict:
         if tile_q < 1:
             continue
         width = key_vectors * v
-        blocks = [width * n for n in range(1, MAX_BLOCK_K // width + 1)] or [width]
-        block_k = min(blocks, key=lambda bk: (-(-layout.kv_seq // bk) * bk, -bk))
-        padded = -(-layout.kv_seq // block_k) * block_k
-        # fewer accumulators only where they pad fewer keys
-        cost = padded * (1.0 + 0.04 * (3 - key_vectors))
-        if best is None or cost < best[0]:
-            best = (cost, tile_q, key_vectors, block_k)
+        for block_k in range(width, max(width, MAX_BLOCK_K) + 1, width):
+            padded = -(-layout.kv_seq // block_k) * block_k
+            cost = padded * TILE_COST[key_vectors] * (1 + BLOCK_OVERHEAD_KEYS / block_k)
+            if best is None or cost < best[0]:
+                best = (cost, tile_q, key_vectors, block_k)
     _, tile_q, key_vectors, block_k = best
     value_vectors = max(n for n in (1, 2, 3, 4) if (layout.v_head_size // v) % n == 0
                         and tile_q * n <= accumulators(target, n))
@@ -304,8 +308,10 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                     sc[i, T.ramp(kk * KT + u * V, 1, V)] = finish(
                         mask, kv_len, b, hk * G + g, qb * BQ + qt * TQ + i, T.ramp(kb * BK + kk * KT + u * V, 1, V),
                         cb[i, T.ramp(0, 1, V)] * bcast(T.float32(scale_)))
-                else:
-                    for lane in range(V):
+                elif kb * BK + kk * KT + u * V >= SK:
+                    sc[i, T.ramp(kk * KT + u * V, 1, V)] = bcast(T.float32(NEG_INF))
+                else:  # unrolled: constant lane indices keep the register tile in registers
+                    for lane in T.unroll(V):
                         if kb * BK + kk * KT + u * V + lane < SK:
                             sc[i, kk * KT + u * V + lane] = finish(
                                 mask, kv_len, b, hk * G + g, qb * BQ + qt * TQ + i, kb * BK + kk * KT + u * V + lane,

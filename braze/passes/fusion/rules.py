@@ -274,8 +274,25 @@ def _weighted_sum(graph: Graph, softmax: int) -> list[int] | None:
     return region + users if mm.name == "nn.matmul" and mm.operands[0] is probs else None
 
 
+#: the attribute the raise-attention pass (passes/attention.py) marks its ops with: the rule's name
+RAISED_BY = "braze.raised_by"
+
+
 def attention(plan: Planner, rule: FusionRule) -> None:
+    """An ``nn.attention`` op that the raise-attention pass made at level 3
+    is the whole attention in one kernel already: the rule counts it
+    (matched and applied) and groups it with nothing. Where a pattern was
+    left decomposed, its ops are proposed as one group, so that the gate
+    records why (``level``, ``switched_off``, ``blacklisted``...) or,
+    where the raise only lacked a clean pattern (a value with other
+    readers), groups them."""
     graph = plan.graph
+    for i in nodes_named(graph, frozenset({"nn.attention"})):
+        raised, cluster = graph.ops[i].attributes.get(RAISED_BY) == rule.name, plan.cluster(i)
+        if raised and rule.name not in cluster.rules:  # once, though rules run to a fixpoint
+            cluster.rules.append(rule.name)
+            stats = plan.report.rules[rule.name]
+            stats.matched, stats.applied = stats.matched + 1, stats.applied + 1
     for s in nodes_named(graph, frozenset({"nn.softmax"})):
         before, after = _scores(graph, s), _weighted_sum(graph, s)
         if before and after:
@@ -347,8 +364,8 @@ RULES: tuple[FusionRule, ...] = (
                "a depthwise conv into the pointwise (1x1) conv group before it (an inverted residual "
                "block's expansion), computed row block by row block; blocked layout", max_heavy=2),
     FusionRule("attention", 3, attention,
-               "MatMul → scale → mask add → Softmax (→ NaN guard) → MatMul as one kernel",
-               max_heavy=3),
+               "MatMul → scale → mask add → Softmax (→ NaN guard) → MatMul as one kernel: raised to "
+               "nn.attention (the raise-attention pass), else grouped", max_heavy=3),
     FusionRule("horizontal_matmul", 3, horizontal_matmul,
                "sibling matmuls that share their input (Q, K, V)", max_heavy=None, multi_output=True),
     FusionRule("multi_output", 3, multi_output,

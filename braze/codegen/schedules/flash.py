@@ -168,22 +168,33 @@ def _is_vec(j, lanes_: int) -> bool:
     return str(getattr(j, "ty", "")).endswith(f"x{lanes_}")
 
 
+#: 2^f = e^(f ln 2) for |f| <= 1/2: Taylor's coefficients (ln 2)^k / k!, k = 0..7
+#: (truncation under 1e-8)
+_EXP2 = tuple(math.log(2) ** k / math.factorial(k) for k in range(8))
+#: below this e^x is under the smallest normal float: 0 (also for -inf)
+_EXP_FLOOR = -87.3
+
+
 def _fexp(x, lanes_: int):
-    """e^x as a polynomial (Cephes' expf: a few float32 ulps), 0 below -88.37
-    (so e^-inf is 0); vectorizes where LLVM's exp would call libm per element."""
+    """e^x for x <= 0 (a softmax's shifted scores, a rescale factor), as
+    2^n * 2^f with n = round(x log2 e): a polynomial that vectorizes where
+    LLVM's exp calls libm once per element. Relative error a few float32
+    ulps times |x log2 e| (~1e-6 at x = -20, where e^x is 2e-9); 0 below
+    -87.3, -inf included."""
     def c(value):
         return T.broadcast(T.float32(value), lanes_) if lanes_ > 1 else T.float32(value)
-    clamped = T.min(T.max(x, c(-88.37)), c(88.37))
-    n = T.floor(clamped * c(1.44269504088896341) + c(0.5))
-    r = clamped - n * c(0.693359375) + n * c(2.12194440e-4)
-    p = c(1.9875691500e-4)
-    for coefficient in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = p * r + c(coefficient)
+    t = x * c(1.0 / math.log(2))
+    n = T.floor(t + c(0.5))
+    f = t - n
+    p = c(_EXP2[-1])
+    for coefficient in reversed(_EXP2[:-1]):
+        p = p * f + c(coefficient)
     itype = "int32" if lanes_ == 1 else f"int32x{lanes_}"
     ftype = "float32" if lanes_ == 1 else f"float32x{lanes_}"
-    ni = T.Cast(itype, n) + (T.broadcast(T.int32(127), lanes_) if lanes_ > 1 else T.int32(127))
-    two_n = T.reinterpret(ftype, T.shift_left(ni, T.broadcast(T.int32(23), lanes_) if lanes_ > 1 else T.int32(23)))
-    return T.Select(x < c(-88.37), c(0.0), (p * r * r + r + c(1.0)) * two_n)
+    bias = T.broadcast(T.int32(127), lanes_) if lanes_ > 1 else T.int32(127)
+    shift = T.broadcast(T.int32(23), lanes_) if lanes_ > 1 else T.int32(23)
+    two_n = T.reinterpret(ftype, T.shift_left(T.Cast(itype, n) + bias, shift))
+    return T.Select(x < c(_EXP_FLOOR), c(0.0), p * two_n)
 
 
 def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, right, softcap, use_mask):
@@ -192,6 +203,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
     B, HQ, HK, SQ, SK, D, DV = L.batch, L.q_heads, L.kv_heads, L.q_seq, L.kv_seq, L.head_size, L.v_head_size
     G = HQ // HK
     KT = NKV * V
+    CW = NDV * V
     NB = -(-SK // BK)
     SKP = NB * BK
     NQB = -(-SQ // BQ)
@@ -286,11 +298,14 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
             conds.append(j0 <= last_row + start(KL, b) + right)
         return reduce(lambda x, y: T.And(x, y), conds) if conds else T.bool(True)
 
-    def hmax(vec_buf, i):
-        return reduce(T.max, [vec_buf[i, lane] for lane in range(V)])
-
-    def hsum(vec_buf, i):
-        return reduce(lambda x, y: x + y, [vec_buf[i, lane] for lane in range(V)])
+    def across(x, op):
+        """``op`` over a vector's lanes, halving it each step (log2(lanes) shuffles)."""
+        lanes_ = V
+        while lanes_ > 1:
+            half = lanes_ // 2
+            x = op(T.Shuffle([x], list(range(half))), T.Shuffle([x], list(range(half, lanes_))))
+            lanes_ = half
+        return x
 
     scale_ = float(scale)
 
@@ -298,10 +313,10 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
     def qk_step(cb, u, q, kt, b, hk, g, qb, qt, kb, kk, i, d):
         cb[i, T.ramp(0, 1, V)] = cb[i, T.ramp(0, 1, V)] + bcast(
             q_at(q, b, hk * G + g, T.min(qb * BQ + qt * TQ + i, SQ - 1), d)) * kt[
-            b, hk, d, T.ramp(kb * BK + kk * KT + u * V, 1, V)]
+            b, hk, kb * (BK // KT) + kk, d, T.ramp(u * V, 1, V)]
 
     @T.macro
-    def scores_out(cb, u, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk):
+    def scores_out(cb, u, sc, mx, mask, kv_len, b, hk, g, qb, qt, kb, kk):
         for i in T.unroll(TQ):
             if guard:
                 if kb * BK + kk * KT + u * V + V <= SK:
@@ -322,6 +337,8 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                 sc[i, T.ramp(kk * KT + u * V, 1, V)] = finish(
                     mask, kv_len, b, hk * G + g, qb * BQ + qt * TQ + i, T.ramp(kb * BK + kk * KT + u * V, 1, V),
                     cb[i, T.ramp(0, 1, V)] * bcast(T.float32(scale_)))
+            # the row's running max over the block, while the scores are in registers
+            mx[i, T.ramp(0, 1, V)] = T.max(mx[i, T.ramp(0, 1, V)], sc[i, T.ramp(kk * KT + u * V, 1, V)])
 
     @T.macro
     def pv_load(ob, u, acc, alpha, g, qt, ch):
@@ -331,7 +348,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
     @T.macro
     def pv_step(ob, u, sc, vp, b, hk, kb, ch, i, jj):
         ob[i, T.ramp(0, 1, V)] = ob[i, T.ramp(0, 1, V)] + bcast(sc[i, jj]) * vp[
-            b, hk, kb * BK + jj, T.ramp(ch * NDV * V + u * V, 1, V)]
+            b, hk, ch, kb * BK + jj, T.ramp(u * V, 1, V)]
 
     @T.macro
     def pv_store(ob, u, acc, g, qt, ch):
@@ -341,15 +358,18 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
     @T.prim_func
     def flash(q: T.Buffer(q_shape, dt), k: T.Buffer(k_shape, dt), v: T.Buffer(v_shape, dt),
               mask: T.Buffer(m_shape, m_dtype), kv_len: T.Buffer((B,), "int64"), y: T.Buffer(y_shape, dt)):
-        kt = T.decl_buffer((B, HK, D, SKP), f32, scope="global")
-        vp = T.decl_buffer((B, HK, SKP, DV), f32, scope="global")
+        # K^T in panels of KT keys ([key panel, d, key]) and V in panels of CW
+        # columns ([column panel, key, column]): each micro-kernel streams one
+        # contiguous panel
+        kt = T.decl_buffer((B, HK, SKP // KT, D, KT), f32, scope="global")
+        vp = T.decl_buffer((B, HK, DV // CW, SKP, CW), f32, scope="global")
         for t in T.parallel(B * HK):
-            for d, s in T.grid(D, SKP):
-                kt[t // HK, t % HK, d, s] = T.Select(s < SK, k_at(k, t // HK, t % HK, T.min(s, SK - 1), d),
-                                                     T.float32(0))
-            for s, c in T.grid(SKP, DV):
-                vp[t // HK, t % HK, s, c] = T.Select(s < SK, v_at(v, t // HK, t % HK, T.min(s, SK - 1), c),
-                                                     T.float32(0))
+            for sp, d, s in T.grid(SKP // KT, D, KT):
+                kt[t // HK, t % HK, sp, d, s] = T.Select(
+                    sp * KT + s < SK, k_at(k, t // HK, t % HK, T.min(sp * KT + s, SK - 1), d), T.float32(0))
+            for cp, s, c in T.grid(DV // CW, SKP, CW):
+                vp[t // HK, t % HK, cp, s, c] = T.Select(
+                    s < SK, v_at(v, t // HK, t % HK, T.min(s, SK - 1), cp * CW + c), T.float32(0))
         for task in T.parallel(B * HK * NQB):
             b = task // (HK * NQB)
             hk = task // NQB % HK
@@ -360,6 +380,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
             sc = T.decl_buffer((TQ, BK), f32, scope="global")
             alpha = T.decl_buffer((TQ,), f32, scope="global")
             red = T.decl_buffer((1, V), f32, scope="global")
+            mx = T.decl_buffer((TQ, V), f32, scope="global")
             for r in range(G * BQ):
                 m[r] = T.float32(NEG_INF)
                 l[r] = T.float32(0)
@@ -373,6 +394,8 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                                 if live(kv_len, b, qb * BQ + qt * TQ, T.min(qb * BQ + qt * TQ + TQ, SQ) - 1,
                                         kb * BK):
                                     # 1. scores of tile_q rows x block_k keys, key_vectors vectors at a time
+                                    for i in T.unroll(TQ):
+                                        mx[i, T.ramp(0, 1, V)] = bcast(T.float32(NEG_INF))
                                     for kk in range(BK // KT):
                                         c0 = T.decl_buffer((TQ, V), f32, scope="global")
                                         c1 = T.decl_buffer((TQ, V), f32, scope="global")
@@ -388,19 +411,15 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                                                     qk_step(c1, 1, q, kt, b, hk, g, qb, qt, kb, kk, i, d)
                                                 if NKV > 2:
                                                     qk_step(c2, 2, q, kt, b, hk, g, qb, qt, kb, kk, i, d)
-                                        scores_out(c0, 0, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk)
+                                        scores_out(c0, 0, sc, mx, mask, kv_len, b, hk, g, qb, qt, kb, kk)
                                         if NKV > 1:
-                                            scores_out(c1, 1, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk)
+                                            scores_out(c1, 1, sc, mx, mask, kv_len, b, hk, g, qb, qt, kb, kk)
                                         if NKV > 2:
-                                            scores_out(c2, 2, sc, mask, kv_len, b, hk, g, qb, qt, kb, kk)
+                                            scores_out(c2, 2, sc, mx, mask, kv_len, b, hk, g, qb, qt, kb, kk)
                                     # 2. the online softmax: running max and sum, the rescale factor
                                     for i in range(TQ):
                                         row = g * BQ + qt * TQ + i
-                                        red[0, T.ramp(0, 1, V)] = sc[i, T.ramp(0, 1, V)]
-                                        for c in range(1, BK // V):
-                                            red[0, T.ramp(0, 1, V)] = T.max(red[0, T.ramp(0, 1, V)],
-                                                                            sc[i, T.ramp(c * V, 1, V)])
-                                        top = T.max(m[row], hmax(red, 0))
+                                        top = T.max(m[row], across(mx[i, T.ramp(0, 1, V)], T.max))
                                         shift = T.Select(top == T.float32(NEG_INF), T.float32(0), top)
                                         alpha[i] = _fexp(m[row] - shift, 1)
                                         red[0, T.ramp(0, 1, V)] = bcast(T.float32(0))
@@ -409,7 +428,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                                                 sc[i, T.ramp(c * V, 1, V)] - bcast(shift), V)
                                             red[0, T.ramp(0, 1, V)] = red[0, T.ramp(0, 1, V)] + sc[
                                                 i, T.ramp(c * V, 1, V)]
-                                        l[row] = l[row] * alpha[i] + hsum(red, 0)
+                                        l[row] = l[row] * alpha[i] + across(red[0, T.ramp(0, 1, V)], lambda x, y: x + y)
                                         m[row] = top
                                     # 3. acc = acc * alpha + P @ V, value_vectors vectors at a time
                                     for ch in range(DV // (NDV * V)):

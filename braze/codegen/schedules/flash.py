@@ -233,6 +233,9 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
     def bcast(x):
         return T.broadcast(x, V)
 
+    def rows(x):
+        return T.broadcast(x, TQ) if TQ > 1 else x
+
     def start(KL, b):
         """Where query 0 sits among the keys."""
         return T.Cast("int32", KL[b]) - SQ if L.kv_lengths else T.int32(offset)
@@ -381,6 +384,9 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
             alpha = T.decl_buffer((TQ,), f32, scope="global")
             red = T.decl_buffer((1, V), f32, scope="global")
             mx = T.decl_buffer((TQ, V), f32, scope="global")
+            tops = T.decl_buffer((TQ,), f32, scope="global")
+            shifts = T.decl_buffer((TQ,), f32, scope="global")
+            sums = T.decl_buffer((TQ,), f32, scope="global")
             for r in range(G * BQ):
                 m[r] = T.float32(NEG_INF)
                 l[r] = T.float32(0)
@@ -416,20 +422,27 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                                             scores_out(c1, 1, sc, mx, mask, kv_len, b, hk, g, qb, qt, kb, kk)
                                         if NKV > 2:
                                             scores_out(c2, 2, sc, mx, mask, kv_len, b, hk, g, qb, qt, kb, kk)
-                                    # 2. the online softmax: running max and sum, the rescale factor
+                                    # 2. the online softmax: the rows' new maxima and rescale
+                                    #    factors as vectors of tile_q lanes, then each row's exp and sum
                                     for i in range(TQ):
-                                        row = g * BQ + qt * TQ + i
-                                        top = T.max(m[row], across(mx[i, T.ramp(0, 1, V)], T.max))
-                                        shift = T.Select(top == T.float32(NEG_INF), T.float32(0), top)
-                                        alpha[i] = _fexp(m[row] - shift, 1)
+                                        tops[i] = T.max(m[g * BQ + qt * TQ + i], across(mx[i, T.ramp(0, 1, V)], T.max))
+                                    shifts[T.ramp(0, 1, TQ)] = T.Select(
+                                        tops[T.ramp(0, 1, TQ)] == rows(T.float32(NEG_INF)), rows(T.float32(0)),
+                                        tops[T.ramp(0, 1, TQ)])
+                                    alpha[T.ramp(0, 1, TQ)] = _fexp(
+                                        m[T.ramp(g * BQ + qt * TQ, 1, TQ)] - shifts[T.ramp(0, 1, TQ)], TQ)
+                                    m[T.ramp(g * BQ + qt * TQ, 1, TQ)] = tops[T.ramp(0, 1, TQ)]
+                                    for i in range(TQ):
                                         red[0, T.ramp(0, 1, V)] = bcast(T.float32(0))
                                         for c in range(BK // V):
                                             sc[i, T.ramp(c * V, 1, V)] = _fexp(
-                                                sc[i, T.ramp(c * V, 1, V)] - bcast(shift), V)
+                                                sc[i, T.ramp(c * V, 1, V)] - bcast(shifts[i]), V)
                                             red[0, T.ramp(0, 1, V)] = red[0, T.ramp(0, 1, V)] + sc[
                                                 i, T.ramp(c * V, 1, V)]
-                                        l[row] = l[row] * alpha[i] + across(red[0, T.ramp(0, 1, V)], lambda x, y: x + y)
-                                        m[row] = top
+                                        sums[i] = across(red[0, T.ramp(0, 1, V)], lambda x, y: x + y)
+                                    l[T.ramp(g * BQ + qt * TQ, 1, TQ)] = (
+                                        l[T.ramp(g * BQ + qt * TQ, 1, TQ)] * alpha[T.ramp(0, 1, TQ)]
+                                        + sums[T.ramp(0, 1, TQ)])
                                     # 3. acc = acc * alpha + P @ V, value_vectors vectors at a time
                                     for ch in range(DV // (NDV * V)):
                                         o0 = T.decl_buffer((TQ, V), f32, scope="global")

@@ -19,6 +19,12 @@ scores the stages write. ``--self-check`` adds the flash engine against
 itself (the method's control, 1.00).
 
     python benchmarks/attention.py [--seqs 128,512,1500,4096] [--heads 6] [--threads 2] [--out attention-out]
+
+With ``--models DIR --names a,b`` it times whole models instead: each
+``DIR/NAME.onnx`` compiled at every ``--levels`` level and onnxruntime on
+the same file, all in one rotation, checked against ``NAME.ref.npz``
+(inputs from ``NAME.inputs.npz``), with each level's ratio to level 2 and
+to onnxruntime.
 """
 
 from __future__ import annotations
@@ -120,6 +126,59 @@ def row(seq: int, heads: int, threads: int, repeat: int, work: Path, self_check:
     return out
 
 
+def model_row(onnx_path: Path, levels: list[int], threads: int, repeat: int, work: Path, self_check: bool) -> dict:
+    """One model at several levels and onnxruntime, one rotation."""
+    from braze.compiler import compile as braze_compile
+    from braze.measure import ORT, compare
+    from braze.timing import Engine, time_alone
+
+    name = onnx_path.stem
+    inputs = dict(np.load(onnx_path.with_name(f"{name}.inputs.npz")))
+    ref = dict(np.load(onnx_path.with_name(f"{name}.ref.npz")))
+    engines, out = [], {"model": name, "levels": {}}
+    for level in levels:
+        artifact = braze_compile(str(onnx_path), level=level, threads=threads, cache_dir=None)
+        worst = max(e.max_rel for e in compare(artifact.run(inputs), ref))
+        path = work / f"{name}-l{level}.braze"
+        artifact.save(str(path))
+        out["levels"][level] = {"kernels": len(artifact.kernels), "max_rel": worst,
+                                "flash_kernels": sum(k.get("schedule") == "flash" for k in artifact.kernels)}
+        engines.append(Engine("braze", str(path), f"level{level}"))
+        del artifact
+    engines.append(Engine(ORT, str(onnx_path), "ort"))
+    if self_check:
+        engines.append(Engine(ORT, str(onnx_path), "ort#2"))
+    timing = time_alone(engines, inputs, threads, phases=10, runs=max(1, -(-repeat // 10)), warmup=2, processes=2)
+    for level in levels:
+        entry = out["levels"][level]
+        entry["ms"] = timing.engines[f"level{level}"].median_ms
+        entry["vs_ort"] = timing.ratio(f"level{level}", "ort").to_dict()
+        if 2 in levels:
+            entry["vs_level2"] = timing.ratio(f"level{level}", "level2").to_dict()
+    out["ort_ms"] = timing.engines["ort"].median_ms
+    if self_check:
+        out["control"] = timing.ratio("ort", "ort#2").to_dict()
+    return out
+
+
+def models_markdown(report: dict) -> str:
+    host = report["host"]
+    lines = [f"Models, {report['threads']} threads; {host['cpu']} ({host['llvm_cpu']}, {host['isa']}); "
+             f"commit {report['commit']}", "",
+             "| model | level | kernels (flash) | max rel err | braze ms | ort ms | / level 2 | / onnxruntime |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in report["models"]:
+        for level, e in r["levels"].items():
+            l2 = e.get("vs_level2")
+            l2 = f"{l2['ratio']:.2f} ({l2['ratio_min']:.2f}-{l2['ratio_max']:.2f})" if l2 else "-"
+            o = e["vs_ort"]
+            lines.append(f"| {r['model']} | {level} | {e['kernels']} ({e['flash_kernels']}) | {e['max_rel']:.1e} "
+                         f"| {e['ms']:.1f} | {r['ort_ms']:.1f} | {l2} | {o['ratio']:.2f} ({o['ratio_min']:.2f}-{o['ratio_max']:.2f}) |")
+        if "control" in r:
+            lines.append(f"| {r['model']} | control: onnxruntime / itself | | | | | | {r['control']['ratio']:.2f} |")
+    return "\n".join(lines)
+
+
 def fma_peak_gflops(threads: int) -> float | None:
     sys.path.insert(0, str(Path(__file__).parent))
     try:
@@ -156,6 +215,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=30, help="timed calls per engine and length (default 30)")
     ap.add_argument("--self-check", action="store_true", help="add the flash engine against itself")
     ap.add_argument("--out", type=Path, default=Path("attention-out"), help="folder for attention.md/.json")
+    ap.add_argument("--models", type=Path, help="a folder of NAME.onnx, NAME.inputs.npz, NAME.ref.npz")
+    ap.add_argument("--names", help="the models of --models to time (comma-separated)")
+    ap.add_argument("--levels", default="2,3", help="fusion levels for --models (default 2,3)")
     args = ap.parse_args()
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))
     from braze.targets.detect import describe_host
@@ -165,7 +227,21 @@ def main() -> int:
     report = {"host": describe_host(), "commit": commit, "threads": args.threads, "heads": args.heads,
               "method": "each engine timed alone in its own worker processes (braze.timing.time_alone), "
                         "10 alternating phases, medians and per-phase ratio ranges",
-              "fma_peak_gflops": fma_peak_gflops(args.threads), "rows": []}
+              "rows": []}
+    if args.models:
+        report["models"] = []
+        levels = [int(x) for x in args.levels.split(",")]
+        for name in args.names.split(","):
+            with tempfile.TemporaryDirectory() as tmp:
+                report["models"].append(model_row(args.models / f"{name}.onnx", levels, args.threads, args.repeat,
+                                                  Path(tmp), args.self_check))
+            print(models_markdown(report).splitlines()[-1], flush=True)
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "models.json").write_text(json.dumps(report, indent=1, default=str))
+        (args.out / "models.md").write_text(models_markdown(report) + "\n")
+        print(models_markdown(report))
+        return 0
+    report["fma_peak_gflops"] = fma_peak_gflops(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         for seq in (int(s) for s in args.seqs.split(",")):
             report["rows"].append(row(seq, args.heads, args.threads, args.repeat, Path(tmp), args.self_check))

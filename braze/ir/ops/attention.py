@@ -113,7 +113,7 @@ def allowed(q_seq: int, kv_seq: int, causal: bool, offset: int, left: int, right
 @register
 class Attention(OpDef):
     """``softmax(softcap(scale * q @ k^T) + bias) @ v`` per batch and query
-    head (the module docstring gives layouts, masks and heads)."""
+    head; layouts, heads and masks in docs/ir.md, "Attention"."""
 
     name = "nn.attention"
     kind = Kind.OPAQUE

@@ -84,7 +84,7 @@ def workspace_bytes(artifact_kernel_params: dict, seq: int, heads: int, target) 
     return sum(4 * int(np.prod([int(d) for d in s.split(",") if d.strip()])) for s in shapes)
 
 
-def row(seq: int, heads: int, threads: int, repeat: int, work: Path, self_check: bool) -> dict:
+def row(seq: int, heads: int, threads: int, repeat: int, work: Path, self_check: bool, target: str = "cpu") -> dict:
     import onnx
 
     from braze.compiler import compile as braze_compile
@@ -99,7 +99,7 @@ def row(seq: int, heads: int, threads: int, repeat: int, work: Path, self_check:
     for name, model in (("flash", flash_model), ("stages", stages_model)):
         onnx_path = work / f"{name}-{seq}.onnx"
         onnx.save(model, onnx_path)
-        artifact = braze_compile(str(onnx_path), level=2, threads=threads, cache_dir=None)
+        artifact = braze_compile(str(onnx_path), target=target, level=2, threads=threads, cache_dir=None)
         worst = max(e.max_rel for e in compare(artifact.run(inputs), run_onnxruntime(model, inputs, threads)))
         assert worst <= 1e-4, f"{name} at {seq} tokens: max rel err {worst}"
         artifact.save(str(work / f"{name}-{seq}.braze"))
@@ -119,14 +119,15 @@ def row(seq: int, heads: int, threads: int, repeat: int, work: Path, self_check:
            "flash_vs_stages": timing.ratio("flash", "stages").to_dict(),
            "flash_vs_ort": timing.ratio("flash", "ort").to_dict(),
            "gflops": {k: flop / v / 1e6 for k, v in ms.items()},
-           "flash_workspace_bytes": workspace_bytes(params, seq, heads, get_target("cpu", threads=threads)),
+           "flash_workspace_bytes": workspace_bytes(params, seq, heads, get_target(target, threads=threads)),
            "scores_bytes": heads * seq * seq * 4}
     if self_check:
         out["control"] = timing.ratio("flash", "flash#2").to_dict()
     return out
 
 
-def model_row(onnx_path: Path, levels: list[int], threads: int, repeat: int, work: Path, self_check: bool) -> dict:
+def model_row(onnx_path: Path, levels: list[int], threads: int, repeat: int, work: Path, self_check: bool,
+              target: str = "cpu") -> dict:
     """One model at several levels and onnxruntime, one rotation."""
     from braze.compiler import compile as braze_compile
     from braze.measure import ORT, compare
@@ -137,7 +138,7 @@ def model_row(onnx_path: Path, levels: list[int], threads: int, repeat: int, wor
     ref = dict(np.load(onnx_path.with_name(f"{name}.ref.npz")))
     engines, out = [], {"model": name, "levels": {}}
     for level in levels:
-        artifact = braze_compile(str(onnx_path), level=level, threads=threads, cache_dir=None)
+        artifact = braze_compile(str(onnx_path), target=target, level=level, threads=threads, cache_dir=None)
         worst = max(e.max_rel for e in compare(artifact.run(inputs), ref))
         path = work / f"{name}-l{level}.braze"
         artifact.save(str(path))
@@ -179,12 +180,12 @@ def models_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
-def fma_peak_gflops(threads: int) -> float | None:
+def fma_peak_gflops(threads: int, target: str = "cpu") -> float | None:
     sys.path.insert(0, str(Path(__file__).parent))
     try:
         from gemm import fma_peak
 
-        return fma_peak("cpu", threads)["gflops"]
+        return fma_peak(target, threads)["gflops"]
     except Exception as e:  # noqa: BLE001 -- the peak is context, not the result
         print(f"FMA peak not measured: {e}", file=sys.stderr)
         return None
@@ -193,8 +194,8 @@ def fma_peak_gflops(threads: int) -> float | None:
 def markdown(report: dict) -> str:
     peak = report.get("fma_peak_gflops")
     host = report['host']
-    lines = [f"Attention alone, {report['heads']} heads x {HEAD}, {report['threads']} threads; {host['cpu']} "
-             f"({host['llvm_cpu']}, {host['isa']})",
+    lines = [f"Attention alone, {report['heads']} heads x {HEAD}, {report['threads']} threads, target "
+             f"{report.get('target', 'cpu')}; {host['cpu']} ({host['llvm_cpu']}, {host['isa']})",
              f"commit {report['commit']}; FMA peak {peak:.0f} GFLOP/s" if peak else f"commit {report['commit']}", "",
              "| tokens | flash ms | stages ms | ort ms | flash / stages | flash / ort | flash GFLOP/s (% peak) "
              "| flash workspace | S x S scores |", "|---|---|---|---|---|---|---|---|---|"]
@@ -212,6 +213,7 @@ def main() -> int:
     ap.add_argument("--seqs", default="128,512,1500,4096", help="comma-separated sequence lengths")
     ap.add_argument("--heads", type=int, default=6, help="heads of 64 (default 6: Whisper-tiny's)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--target", default="cpu", help="braze's target (cpu, cpu-avx2, cpu-avx512; default cpu)")
     ap.add_argument("--repeat", type=int, default=30, help="timed calls per engine and length (default 30)")
     ap.add_argument("--self-check", action="store_true", help="add the flash engine against itself")
     ap.add_argument("--out", type=Path, default=Path("attention-out"), help="folder for attention.md/.json")
@@ -225,6 +227,7 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).parent).stdout.strip()
     report = {"host": describe_host(), "commit": commit, "threads": args.threads, "heads": args.heads,
+              "target": args.target,
               "method": "each engine timed alone in its own worker processes (braze.timing.time_alone), "
                         "10 alternating phases, medians and per-phase ratio ranges",
               "rows": []}
@@ -234,17 +237,18 @@ def main() -> int:
         for name in args.names.split(","):
             with tempfile.TemporaryDirectory() as tmp:
                 report["models"].append(model_row(args.models / f"{name}.onnx", levels, args.threads, args.repeat,
-                                                  Path(tmp), args.self_check))
+                                                  Path(tmp), args.self_check, args.target))
             print(models_markdown(report).splitlines()[-1], flush=True)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "models.json").write_text(json.dumps(report, indent=1, default=str))
         (args.out / "models.md").write_text(models_markdown(report) + "\n")
         print(models_markdown(report))
         return 0
-    report["fma_peak_gflops"] = fma_peak_gflops(args.threads)
+    report["fma_peak_gflops"] = fma_peak_gflops(args.threads, args.target)
     with tempfile.TemporaryDirectory() as tmp:
         for seq in (int(s) for s in args.seqs.split(",")):
-            report["rows"].append(row(seq, args.heads, args.threads, args.repeat, Path(tmp), args.self_check))
+            report["rows"].append(row(seq, args.heads, args.threads, args.repeat, Path(tmp), args.self_check,
+                                      args.target))
             print(markdown(report).splitlines()[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "attention.json").write_text(json.dumps(report, indent=1, default=str))

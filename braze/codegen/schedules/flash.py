@@ -37,7 +37,7 @@ import numpy as np
 import tvm
 from tvm.script import tirx as T
 
-from ...ir.ops.attention import heads_of
+from ...ir.ops.attention import Heads, heads_of
 from ..kernel import TVM_DTYPES
 from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, registers
 
@@ -61,15 +61,9 @@ NEG_INF = float("-inf")
 
 @dataclass(frozen=True)
 class Layout:
-    """What the kernel reads: dims, dtypes and layouts of its operands."""
+    """What the kernel reads: the attention's dims, and its operands' dtypes and layouts."""
 
-    batch: int
-    q_heads: int
-    kv_heads: int
-    q_seq: int
-    kv_seq: int
-    head_size: int
-    v_head_size: int
+    heads: Heads
     dtype: str  # TVM dtype of q, k, v and y
     q4: bool
     k4: bool
@@ -84,8 +78,7 @@ def _layout(op) -> Layout:
     a = op.attributes
     h = heads_of(q, k, v, a.get("q_heads", 0), a.get("kv_heads", 0))
     mask = op.operands[3].type if len(op.operands) > 3 else None
-    return Layout(h.batch, h.q_heads, h.kv_heads, h.q_seq, h.kv_seq, h.head_size, h.v_head_size,
-                  TVM_DTYPES[q.dtype], q.rank == 4, k.rank == 4, v.rank == 4,
+    return Layout(h, TVM_DTYPES[q.dtype], q.rank == 4, k.rank == 4, v.rank == 4,
                   mask.shape if mask is not None else None, TVM_DTYPES[mask.dtype] if mask is not None else None,
                   len(op.operands) > 4)
 
@@ -104,7 +97,7 @@ def applies(op, kernel, target) -> bool:
     if mask_immediate and not np.isfinite(float(kernel.immediates[id(values[3])])):
         return False
     layout = _layout(op)
-    return layout.v_head_size % lanes(target) == 0 and layout.kv_seq > 0 and layout.q_seq > 0
+    return layout.heads.v_head_size % lanes(target) == 0 and layout.heads.kv_seq > 0 and layout.heads.q_seq > 0
 
 
 def defaults(op, kernel, target) -> dict:
@@ -117,24 +110,24 @@ def defaults(op, kernel, target) -> dict:
             continue
         width = key_vectors * v
         for block_k in range(width, max(width, MAX_BLOCK_K) + 1, width):
-            padded = -(-layout.kv_seq // block_k) * block_k
+            padded = -(-layout.heads.kv_seq // block_k) * block_k
             cost = padded * TILE_COST[key_vectors] * (1 + BLOCK_OVERHEAD_KEYS / block_k)
             if best is None or cost < best[0]:
                 best = (cost, tile_q, key_vectors, block_k)
     _, tile_q, key_vectors, block_k = best
-    value_vectors = max(n for n in (1, 2, 3, 4) if (layout.v_head_size // v) % n == 0
+    value_vectors = max(n for n in (1, 2, 3, 4) if (layout.heads.v_head_size // v) % n == 0
                         and tile_q * n <= accumulators(target, n))
     cores = max(1, getattr(target, "num_cores", 1) or 1)
     row_tiles = ROW_TILES
     while row_tiles > 1 and _tasks(layout, tile_q * row_tiles) < TASKS_PER_CORE * cores:
         row_tiles //= 2
-    row_tiles = min(row_tiles, -(-layout.q_seq // tile_q))
+    row_tiles = min(row_tiles, -(-layout.heads.q_seq // tile_q))
     return {"tile_q": tile_q, "key_vectors": key_vectors, "value_vectors": value_vectors, "block_k": block_k,
             "block_q": tile_q * row_tiles}
 
 
 def _tasks(layout: Layout, block_q: int) -> int:
-    return layout.batch * layout.kv_heads * -(-layout.q_seq // block_q)
+    return layout.heads.batch * layout.heads.kv_heads * -(-layout.heads.q_seq // block_q)
 
 
 def _check(layout: Layout, params: dict, v: int) -> None:
@@ -142,9 +135,9 @@ def _check(layout: Layout, params: dict, v: int) -> None:
     bk, bq = params["block_k"], params["block_q"]
     if min(tq, kvec, vvec, bk, bq) < 1:
         raise ValueError(f"flash parameters must be >= 1, got {params}")
-    if bk % (kvec * v) or bq % tq or (layout.v_head_size // v) % vvec:
+    if bk % (kvec * v) or bq % tq or (layout.heads.v_head_size // v) % vvec:
         raise ValueError(f"flash: block_k must be a multiple of key_vectors x {v}, block_q of tile_q, and "
-                         f"value_vectors must divide {layout.v_head_size // v}; got {params}")
+                         f"value_vectors must divide {layout.heads.v_head_size // v}; got {params}")
 
 
 def primfunc(op, kernel, target, params, scale_default=None):
@@ -200,7 +193,8 @@ def _fexp(x, lanes_: int):
 def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, right, softcap, use_mask):
     TQ, NKV, NDV = params["tile_q"], params["key_vectors"], params["value_vectors"]
     BK, BQ = params["block_k"], params["block_q"]
-    B, HQ, HK, SQ, SK, D, DV = L.batch, L.q_heads, L.kv_heads, L.q_seq, L.kv_seq, L.head_size, L.v_head_size
+    h = L.heads
+    B, HQ, HK, SQ, SK, D, DV = h.batch, h.q_heads, h.kv_heads, h.q_seq, h.kv_seq, h.head_size, h.v_head_size
     G = HQ // HK
     KT = NKV * V
     CW = NDV * V

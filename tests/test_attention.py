@@ -179,6 +179,26 @@ def test_flash_workspace_grows_linearly_with_the_sequence():
     assert sizes[4096] < 4096 * 4096 * 4  # one head's scores would be 64 MiB
 
 
+def test_flash_tiles_follow_the_machine_model():
+    """Register tiles fit each ISA's register file; key blocks shrink where
+    the L2 cache cannot hold a block's K^T and V (AVX2's 256 KiB, heads of 128)."""
+    from braze.codegen.kernel import partition
+    from braze.codegen.schedules import flash
+    from braze.targets import get_target
+
+    module = import_onnx(attention_model([1, 1000, 2 * 128], [1, 1000, 2 * 128], [1, 1000, 2 * 128],
+                                         q_num_heads=2, kv_num_heads=2))
+    kernel = partition(next(iter(module.funcs.values())) if isinstance(module.funcs, dict) else module.funcs[0])[0]
+    for name in ("cpu-avx2", "cpu-avx512"):
+        target = get_target(name)
+        p = flash.defaults(kernel.ops[0], kernel, target)
+        lanes = target.vector_bits // 32
+        assert p["tile_q"] * p["key_vectors"] + p["key_vectors"] + 1 <= target.vector_registers
+        assert p["block_k"] % (p["key_vectors"] * lanes) == 0
+        assert 2 * p["block_k"] * 2 * 128 * 4 <= target.l2_bytes
+    assert flash.defaults(kernel.ops[0], kernel, get_target("cpu-avx2"))["block_k"] <= 128
+
+
 def test_ir_text_round_trips():
     from braze import parse_ir
 

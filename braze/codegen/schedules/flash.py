@@ -41,7 +41,7 @@ from ...ir.ops.attention import Heads, heads_of
 from ..kernel import TVM_DTYPES
 from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, registers
 
-#: keys a block holds at most: its K^T and V blocks (64-wide heads: 2 x 64 KB) stay in L2
+#: keys a block holds at most (fewer where the caches are small: ``_block_k_cap``)
 MAX_BLOCK_K = 256
 #: query row tiles a task holds (``block_q = tile_q * ROW_TILES``) when there are tasks enough for the cores
 ROW_TILES = 8
@@ -109,7 +109,7 @@ def defaults(op, kernel, target) -> dict:
         if tile_q < 1:
             continue
         width = key_vectors * v
-        for block_k in range(width, max(width, MAX_BLOCK_K) + 1, width):
+        for block_k in range(width, max(width, _block_k_cap(layout, target, tile_q)) + 1, width):
             padded = -(-layout.heads.kv_seq // block_k) * block_k
             cost = padded * TILE_COST[key_vectors] * (1 + BLOCK_OVERHEAD_KEYS / block_k)
             if best is None or cost < best[0]:
@@ -124,6 +124,16 @@ def defaults(op, kernel, target) -> dict:
     row_tiles = min(row_tiles, -(-layout.heads.q_seq // tile_q))
     return {"tile_q": tile_q, "key_vectors": key_vectors, "value_vectors": value_vectors, "block_k": block_k,
             "block_q": tile_q * row_tiles}
+
+
+def _block_k_cap(layout: Layout, target, tile_q: int) -> int:
+    """The most keys a block may hold: ``MAX_BLOCK_K``, and fewer where a
+    block's K^T and V (float32) would take more than half of L2 or a row
+    tile's scores more than a quarter of L1 (large heads, small caches)."""
+    h = layout.heads
+    l1 = getattr(target, "l1d_bytes", 0) or 32 << 10
+    l2 = getattr(target, "l2_bytes", 0) or 1 << 20
+    return min(MAX_BLOCK_K, l2 // 2 // (4 * (h.head_size + h.v_head_size)), l1 // 4 // (4 * tile_q))
 
 
 def _tasks(layout: Layout, block_q: int) -> int:

@@ -17,9 +17,9 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, dataclass
 
-from ..ir.registry import Kind, contraction, lookup
+from ..ir.registry import Kind, lookup
 from ..targets import Target, get_target
-from ..targets.roofline import gemm_shape
+from ..targets.roofline import cube_gemms
 from ..codegen.kernel import Kernel, partition
 from ..codegen.pins import rules_for
 from ..codegen.schedules import plan
@@ -66,9 +66,10 @@ def params_text(schedule_params: dict) -> str:
 
 
 def op_flops(op) -> int:
-    if contraction(op.name):
-        batch, m, n, k = gemm_shape(op)
-        return 2 * batch * m * n * k
+    """2 x the multiply-adds of a conv's, a matmul's or an attention's GEMMs; else one per result element."""
+    gemms = cube_gemms(op)
+    if gemms:
+        return sum(2 * batch * m * n * k for batch, m, n, k in gemms)
     return sum(r.type.size for r in op.results)
 
 

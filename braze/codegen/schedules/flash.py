@@ -150,7 +150,7 @@ def _check(layout: Layout, params: dict, v: int) -> None:
                          f"value_vectors must divide {layout.heads.v_head_size // v}; got {params}")
 
 
-def primfunc(op, kernel, target, params, scale_default=None):
+def primfunc(op, kernel, target, params):
     """The kernel's PrimFunc: flash attention for ``op`` (the kernel's only op)."""
     layout, v = _layout(op), lanes(target)
     _check(layout, params, v)
@@ -500,9 +500,9 @@ def grid(op, target, defaults_) -> list[dict]:
     return out
 
 
-def _unused_apply(sch, block, op, target, params):  # pragma: no cover - flash builds its own PrimFunc
-    raise AssertionError("flash builds the kernel's PrimFunc itself (Rule.build)")
+def _no_apply(sch, block, op, target, params):  # pragma: no cover - never called: the rule has ``build``
+    raise AssertionError("flash writes the kernel's PrimFunc itself (Rule.build); it schedules no TE graph")
 
 
-register(Rule("flash", ("nn.attention",), __doc__.split("\n\n")[0], applies, defaults, _unused_apply,
+register(Rule("flash", ("nn.attention",), __doc__.split("\n\n")[0], applies, defaults, _no_apply,
               grid=grid, build=primfunc))

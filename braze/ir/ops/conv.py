@@ -19,6 +19,9 @@ from ..types import FLOAT_DTYPES, TensorType
 from .nn import wide
 
 WINDOW_ATTRS = {"strides": Ints(), "pads": Ints(), "dilations": Ints()}
+#: nn.conv's element types: floats, and i32 for the quantized convs (ONNX
+#: ConvInteger, QLinearConv), summed exactly in i32 (wrapping as C does)
+CONV_DTYPES = FLOAT_DTYPES | {"i32"}
 
 
 # --- window helpers, shared with pool.py ----------------------------------------------
@@ -85,9 +88,11 @@ def windows(x: np.ndarray, kernel, strides, dilations, out_shape) -> np.ndarray:
     return view[(slice(None), slice(None)) + starts + taps]
 
 
-def _check_operands(x: TensorType, w: TensorType, bias: TensorType | None, channels: int) -> None:
-    if x.dtype not in FLOAT_DTYPES or w.dtype != x.dtype:
-        raise VerifyError(f"needs float input and weight of one element type, got {x} and {w}")
+def _check_operands(x: TensorType, w: TensorType, bias: TensorType | None, channels: int,
+                    dtypes=FLOAT_DTYPES) -> None:
+    if x.dtype not in dtypes or w.dtype != x.dtype:
+        raise VerifyError(f"needs input and weight of one element type among {', '.join(sorted(dtypes))}, "
+                          f"got {x} and {w}")
     if w.rank != x.rank:
         raise VerifyError(f"weight {w} must have the input's rank {x.rank}")
     if bias is not None and (bias.shape != (channels,) or bias.dtype != x.dtype):
@@ -110,7 +115,7 @@ class Conv(OpDef):
     def infer(self, x, w, bias=None, *, strides, pads, dilations, group):
         kernel = w.shape[2:]
         check_window(x, kernel, strides, pads, dilations)
-        _check_operands(x, w, bias, w.shape[0])
+        _check_operands(x, w, bias, w.shape[0], CONV_DTYPES)
         if group < 1 or x.shape[1] != w.shape[1] * group or w.shape[0] % group:
             raise VerifyError(f"input {x} and weight {w} do not fit group={group} "
                               "(need C == weight.shape[1] * group and M divisible by group)")

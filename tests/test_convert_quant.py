@@ -1,0 +1,212 @@
+"""The quantization converters (converters/quant.py): onnxruntime-quantized
+models compiled and run against onnxruntime, the import forms through the
+reference interpreter, and the refused types. ONNX's own node cases run in
+test_conformance.py."""
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+from onnx_check import check_against_ort, parse, run_ort
+
+import braze
+from braze.errors import OnnxImportError
+from braze.frontend import import_onnx
+from braze.ir.interpret import interpret
+
+
+# --- models quantized by onnxruntime, compiled -----------------------------------------------------
+def _cnn() -> onnx.ModelProto:
+    """conv-relu, conv + residual add, relu, global average pool, gemm."""
+    rng = np.random.default_rng(0)
+    w = {"w1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b1": rng.standard_normal(8) * 0.1,
+         "w2": rng.standard_normal((8, 8, 3, 3)) * 0.2, "b2": rng.standard_normal(8) * 0.1,
+         "wf": rng.standard_normal((4, 8)) * 0.5, "bf": rng.standard_normal(4) * 0.1}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["s"]),
+             helper.make_node("Relu", ["s"], ["r2"]),
+             helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
+             helper.make_node("Flatten", ["p"], ["f"]),
+             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
+    return _model(nodes, "x", [1, 3, 8, 8], [1, 4], w)
+
+
+def _mlp_block() -> onnx.ModelProto:
+    """A transformer-ish feed-forward block: x + relu(x @ W1 + b1) @ W2."""
+    rng = np.random.default_rng(1)
+    w = {"w1": rng.standard_normal((16, 32)) * 0.3, "b1": rng.standard_normal(32) * 0.1,
+         "w2": rng.standard_normal((32, 16)) * 0.3}
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
+             helper.make_node("Relu", ["hb"], ["a"]), helper.make_node("MatMul", ["a", "w2"], ["o"]),
+             helper.make_node("Add", ["o", "x"], ["y"])]
+    return _model(nodes, "x", [1, 4, 16], [1, 4, 16], w)
+
+
+def _model(nodes, x: str, x_shape, y_shape, weights) -> onnx.ModelProto:
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(x, TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
+                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _inputs(shape, n: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def static_cnn(tmp_path_factory):
+    """The CNN quantized by quantize_static: QDQ, int8 weights per channel."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter({"x": x} for x in _inputs((1, 3, 8, 8), 4, seed=2))
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    tmp = tmp_path_factory.mktemp("quant")
+    onnx.save(_cnn(), tmp / "float.onnx")
+    quantize_static(tmp / "float.onnx", tmp / "qdq.onnx", Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
+    return tmp / "qdq.onnx"
+
+
+@pytest.fixture(scope="module")
+def dynamic_block(tmp_path_factory):
+    """The MLP block quantized by quantize_dynamic: DynamicQuantizeLinear + MatMulInteger."""
+    from onnxruntime.quantization import quantize_dynamic
+
+    tmp = tmp_path_factory.mktemp("quant")
+    onnx.save(_mlp_block(), tmp / "float.onnx")
+    quantize_dynamic(tmp / "float.onnx", tmp / "dynamic.onnx")
+    return tmp / "dynamic.onnx"
+
+
+def _output_step(model: onnx.ModelProto) -> float:
+    """The quantization step of the graph output: its DequantizeLinear's scale."""
+    producer = {o: n for n in model.graph.node for o in n.output}[model.graph.output[0].name]
+    assert producer.op_type == "DequantizeLinear"
+    scales = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    return float(scales[producer.input[1]].max())
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_static_qdq_cnn_within_one_step_of_onnxruntime(static_cnn, level):
+    model = onnx.load(static_cnn)
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in model.graph.node}
+    compiled = braze.compile(static_cnn, level=level)
+    step = _output_step(model)
+    for x in _inputs((1, 3, 8, 8), 2, seed=3):
+        ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=step * 1.001)
+
+
+def _dynamic_step(model: onnx.ModelProto, x: np.ndarray) -> float:
+    """One step of the last integer product in float: the a_scale * b_scale
+    that the last Mul applies to it (computed from x at run time)."""
+    from onnx.reference import ReferenceEvaluator
+
+    last = [n for n in model.graph.node if n.op_type == "Mul"][-1]
+    assert "scale" in last.input[1]
+    return float(ReferenceEvaluator(model).run([last.input[1]], {"x": x})[0].max())
+
+
+@pytest.mark.parametrize("level", [0, 2])
+def test_dynamic_matmul_block_within_one_step_of_onnxruntime(dynamic_block, level):
+    model = onnx.load(dynamic_block)
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in model.graph.node}
+    compiled = braze.compile(dynamic_block, level=level)
+    for x in _inputs((1, 4, 16), 2, seed=4):
+        ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=_dynamic_step(model, x))
+
+
+# --- import forms, through the reference interpreter ---------------------------------------------------
+def _check(signature: str, body: str, opset: int, init: str = ""):
+    text = f'<ir_version: 10, opset_import: ["" : {opset}]> g ({signature}) => (y) {init} {{ {body} }}'
+    rng = np.random.default_rng(5)
+    model = parse(text)
+    feeds = {}
+    for inp in model.graph.input:
+        dtype = helper.tensor_dtype_to_np_dtype(inp.type.tensor_type.elem_type)
+        shape = [d.dim_value for d in inp.type.tensor_type.shape.dim]
+        if np.issubdtype(dtype, np.integer):
+            info = np.iinfo(dtype)
+            feeds[inp.name] = rng.integers(max(info.min, -300), min(info.max, 300), shape, endpoint=True).astype(dtype)
+        else:
+            feeds[inp.name] = (rng.standard_normal(shape) * 4).astype(dtype)
+    feeds.update({k: v for k, v in _HALVES.items() if k in feeds})
+    check_against_ort(model, feeds, rtol=0, atol=0)
+
+
+_HALVES = {"t": np.array([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 300, -300], np.float32)}  # ties round to even
+
+
+@pytest.mark.parametrize("signature, body, opset, init", [
+    ("float[8] t", "y = QuantizeLinear (t, s)", 10, "<float s = {1.0}>"),
+    ("float[8] t", "y = QuantizeLinear (t, s, z)", 13, "<float s = {1.0}, int8 z = {-3}>"),
+    ("float[2,3,4] x", "y = QuantizeLinear <axis=-1> (x, s, z)", 13,
+     "<float[4] s = {0.5, 1.0, 0.25, 2.0}, uint8[4] z = {0, 10, 128, 255}>"),
+    ("float[2,6] x", "y = QuantizeLinear <axis=1, block_size=4> (x, s, z)", 21,
+     "<float[2,2] s = {0.5, 1.0, 0.25, 2.0}, int16[2,2] z = {0, -10, 300, 32767}>"),
+    ("float[2,3] x", "y = QuantizeLinear <output_dtype=4> (x, s)", 21, "<float s = {0.001}>"),
+    ("float16[2,3] x", "h = Cast <to=10> (s) y = QuantizeLinear (x, h)", 21, "<float s = {0.25}>"),
+    ("int8[2,3,4] x", "y = DequantizeLinear <axis=1> (x, s, z)", 13,
+     "<float[3] s = {0.5, 1.0, 0.25}, int8[3] z = {1, -2, 3}>"),
+    ("uint16[2,5] x", "y = DequantizeLinear <axis=1, block_size=2> (x, s, z)", 21,
+     "<float[2,3] s = {0.5, 1.0, 0.25, 2.0, 3.0, 0.125}, uint16[2,3] z = {0, 1, 2, 3, 4, 65535}>"),
+    ("int32[2,3] x", "y = DequantizeLinear (x, s)", 13, "<float s = {0.003}>"),
+    ("uint8[3,8] a, int8[8,4] b", "y = QLinearMatMul (a, sa, za, b, sb, zb, sy, zy)", 10,
+     "<float sa = {0.02}, uint8 za = {120}, float[4] sb = {0.01, 0.02, 0.005, 0.03}, int8[4] zb = {0, 1, -1, 2},"
+     " float sy = {0.05}, uint8 zy = {128}>"),
+    ("uint8[1,3,6,6] x, int8[4,3,3,3] w",
+     "y = QLinearConv <pads=[1,1,1,1], strides=[2,1]> (x, sx, zx, w, sw, zw, sy, zy, b)", 10,
+     "<float sx = {0.02}, uint8 zx = {100}, float[4] sw = {0.01, 0.02, 0.005, 0.03}, int8[4] zw = {0, 0, 0, 0},"
+     " float sy = {0.3}, uint8 zy = {7}, int32[4] b = {100, -200, 0, 3000}>"),
+    ("uint8[2,3,8] a, int8[8,4] b", "y = MatMulInteger (a, b, za, zb)", 10, "<uint8 za = {3}, int8 zb = {-2}>"),
+    ("int8[1,4,7,7] x, int8[6,2,3,3] w", "y = ConvInteger <group=2, pads=[1,0,1,1]> (x, w, zx)", 10, "<int8 zx = {5}>"),
+])
+def test_import_forms_match_onnxruntime(signature, body, opset, init):
+    _check(signature, body, opset, init)
+
+
+def test_dynamic_quantize_linear_outputs():
+    model = parse('<ir_version: 10, opset_import: ["" : 11]> g (float[2,5] x) => (y, s, z) '
+                  '{ y, s, z = DynamicQuantizeLinear (x) }')
+    check_against_ort(model, {"x": (np.random.default_rng(6).standard_normal((2, 5)) + 1).astype(np.float32)},
+                      rtol=0, atol=0)
+
+
+def test_per_row_and_per_channel_zero_points():
+    """Forms onnxruntime's CPU kernels refuse: MatMulInteger with a zero point
+    per row of A, ConvInteger with one per output channel of W."""
+    rng = np.random.default_rng(7)
+    model = parse('<ir_version: 10, opset_import: ["" : 10]> g (uint8[3,8] a, uint8[8,4] b, uint8[1,2,5,5] x, '
+                  'int8[3,2,3,3] w) => (y, c) <uint8[3] za = {1, 2, 3}, int8[3] zw = {-1, 0, 2}> '
+                  '{ y = MatMulInteger (a, b, za) c = ConvInteger (x, w, , zw) }')
+    a, b = rng.integers(0, 255, (3, 8), dtype=np.uint8), rng.integers(0, 255, (8, 4), dtype=np.uint8)
+    x, w = rng.integers(0, 255, (1, 2, 5, 5), dtype=np.uint8), rng.integers(-128, 127, (3, 2, 3, 3), dtype=np.int8)
+    out = interpret(import_onnx(model), {"a": a, "b": b, "x": x, "w": w})
+    expected = (a.astype(np.int32) - [[1], [2], [3]]) @ b.astype(np.int32)
+    np.testing.assert_array_equal(out["y"], expected)
+    from onnx.reference import ReferenceEvaluator
+
+    shifted = (w.astype(np.int32) - np.array([-1, 0, 2]).reshape(3, 1, 1, 1)).astype(np.float32)
+    conv = ReferenceEvaluator(parse('<ir_version: 10, opset_import: ["" : 10]> g (float[1,2,5,5] x, '
+                                    'float[3,2,3,3] w) => (c) { c = Conv (x, w) }'))
+    np.testing.assert_array_equal(out["c"], conv.run(None, {"x": x.astype(np.float32), "w": shifted})[0])
+
+
+# --- refused -----------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text", [
+    '<ir_version: 10, opset_import: ["" : 21]> g (float[4] x) => (int4[4] y) <float s = {0.5}> '
+    '{ y = QuantizeLinear <output_dtype=22> (x, s) }',
+    '<ir_version: 10, opset_import: ["" : 21]> g (float[4] x) => (int4[4] y) <float s = {0.5}, int4 z = {1}> '
+    '{ y = QuantizeLinear (x, s, z) }',
+])
+def test_int4_quantize_is_refused_naming_the_type(text):
+    with pytest.raises(OnnxImportError, match="INT4"):
+        braze.compile(parse(text))

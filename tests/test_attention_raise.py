@@ -42,10 +42,14 @@ def test_level_3_raises_one_attention_per_layer(name, heads, hidden, mask, trans
     for op in found:  # q, k and v as the projections wrote them; the 3-D result
         scale = op.attributes.pop("scale")  # (d ** -0.25 in float32) ** 2
         assert scale == pytest.approx(0.125, rel=1e-7)
+        nodes = op.attributes.pop("braze.raised_from")  # the ONNX nodes it replaced, as explain lists them
+        assert "node_Softmax" in " ".join(nodes) and len(set(nodes)) == len(nodes)
         assert op.attributes == {"q_heads": heads, "kv_heads": heads, "braze.raised_by": "attention"}
         assert [v.type.shape for v in op.operands] == [hidden] * 3 + mask and op.result.type.shape == hidden
     rules = report.to_dict()["rules"]["attention"]  # what explain --json says
     assert (rules["matched"], rules["applied"]) == (LAYERS, LAYERS)
+    raised = report.to_dict()["raised"]
+    assert [(r["rule"], r["op"]) for r in raised] == [("attention", "nn.attention")] * LAYERS
 
 
 @pytest.mark.parametrize("level, fusion, reason", [

@@ -24,7 +24,8 @@ ops out of fusion (``no_fuse``, ``only_fuse``, ``skip_nodes``, ``scope``,
 ``braze.no_fuse``, ``braze.fusion_scope`` labels), when a manual rule
 groups one of its ops, or when the ``attention`` rule is switched off. The
 raised op is located at the final MatMul's node, as op type ``Attention``,
-and marked ``braze.raised_by = "attention"`` for the fusion record.
+and marked ``braze.raised_by = "attention"`` and ``braze.raised_from`` (the
+ONNX nodes it replaces) for the fusion record.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from .fusion.explain import FusionReport, RuleStats
 from .fusion.graph import Graph, node_name
 from .fusion.manual import load_rules
 from .fusion.planner import Planner
-from .fusion.rules import RAISED_BY, RULES
+from .fusion.rules import RAISED_BY, RAISED_FROM, RULES
 from .manager import Pass, register_pass
 from .rewrite import remove_dead
 
@@ -156,7 +157,8 @@ class Match:
             k = b.value("tensor.transpose", [k], {"perm": (0, 1, 3, 2)},
                         loc=Location(f"{name}/transpose_k", "Transpose") if name else None)
         operands = [self.q.value, k, self.v.value] + ([self.mask] if self.mask is not None else [])
-        attrs = {"q_heads": self.heads[0], "kv_heads": self.heads[1], "scale": self.scale, RAISED_BY: RULE}
+        attrs = {"q_heads": self.heads[0], "kv_heads": self.heads[1], "scale": self.scale, RAISED_BY: RULE,
+                 RAISED_FROM: tuple(dict.fromkeys(node_name(op) for op in self.members if op.loc))}
         y = b.value("nn.attention", operands, attrs, loc=Location(name, "Attention") if name else None)
         self.out.replace_all_uses_with(y)
 

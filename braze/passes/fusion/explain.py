@@ -53,6 +53,14 @@ class GroupRecord:
 
 
 @dataclass
+class Raised:
+    name: str  # the ONNX node the op is located at
+    rule: str
+    op: str  # the braze op that replaced the pattern
+    nodes: list[str]  # the ONNX nodes it replaced
+
+
+@dataclass
 class Refusal:
     nodes: list[str]  # the ONNX nodes the rule tried to put together
     reason: str  # one of REASONS
@@ -78,6 +86,9 @@ class FusionReport:
     ops_before: int = 0
     kernels: int = 0
     groups: list[GroupRecord] = field(default_factory=list)
+    #: ops a rule made by raising a pattern (level 3's ``nn.attention``):
+    #: one kernel each, with the ONNX nodes they replace
+    raised: list[Raised] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     rules: dict[str, RuleStats] = field(default_factory=dict)
     estimate: dict | None = None  # ModelEstimate.to_dict() on an Ascend-like target
@@ -104,6 +115,7 @@ class FusionReport:
             "ops_before": self.ops_before,
             "kernels": self.kernels,
             "groups": [asdict(g) for g in self.groups],
+            "raised": [asdict(r) for r in self.raised],
             "refused": [asdict(r) for r in self.refused],
             "rules": {name: asdict(s) for name, s in self.rules.items()},
         }
@@ -138,6 +150,10 @@ class FusionReport:
                 est = f"  {times[g.name]:8.3f}" if g.name in times else ""
                 dt = f"  {g.dtype:<5}" if mixed else ""
                 lines.append(f"  {g.name:<{width}}  {g.rule:<18}  {len(g.ops):>3}{dt}{est}  {', '.join(g.nodes)}")
+        if self.raised:
+            lines += ["", f"  raised to one op ({len(self.raised)}):"]
+            for r in self.raised:
+                lines.append(f"  {r.name}  {r.rule}  {r.op}  <- {', '.join(r.nodes)}")
         if self.refused:
             lines += ["", f"  refused merges ({len(self.refused)}):"]
             for r in self.refused:

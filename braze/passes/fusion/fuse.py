@@ -24,11 +24,11 @@ from ...ir.registry import Kind
 from ..manager import Pass, register_pass
 from ..precision import group_dtype
 from .controls import Controls, FusionOptions
-from .explain import FusionReport, GroupRecord, RuleStats
+from .explain import FusionReport, GroupRecord, Raised, RuleStats
 from .graph import SKIPPED, Graph, node_name, node_names
 from .manual import ManualRule, load_rules, parse_rules
 from .planner import Cluster, Planner
-from .rules import RULES
+from .rules import RAISED_BY, RAISED_FROM, RULES
 
 
 @register_pass
@@ -74,6 +74,7 @@ def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=N
     plan.write_refusals(report)
     _unusable_rules(report, options.strict_rules)
     report.groups = materialize(func, graph, plan, options.level)
+    report.raised = raised_ops(func)
     report.kernels = count_ops(func)
     module.fusion_report = report
     return report
@@ -258,3 +259,9 @@ def topo_sort(block: Block) -> None:
                 heapq.heappush(ready, (position[id(user)], user))
     assert len(order) == len(ops), "fusion left a cycle in the graph"
     block.ops = order + block.ops[-1:]
+
+
+def raised_ops(func: Func) -> list[Raised]:
+    """The ops a rule made by raising a pattern (``braze.raised_by``), with the nodes they replace."""
+    return [Raised(node_name(op), op.attributes[RAISED_BY], op.name, list(op.attributes.get(RAISED_FROM, ())))
+            for op in func.body.ops if RAISED_BY in op.attributes]

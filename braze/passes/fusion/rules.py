@@ -276,6 +276,8 @@ def _weighted_sum(graph: Graph, softmax: int) -> list[int] | None:
 
 #: the attribute the raise-attention pass (passes/attention.py) marks its ops with: the rule's name
 RAISED_BY = "braze.raised_by"
+#: ... and the ONNX node names of the ops it replaced (what ``explain`` lists as its members)
+RAISED_FROM = "braze.raised_from"
 
 
 def attention(plan: Planner, rule: FusionRule) -> None:

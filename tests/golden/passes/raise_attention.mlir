@@ -27,7 +27,7 @@ func.func @main(%x: tensor<1x3x4xf32>, %k: tensor<1x2x3x2xf32>, %mask: tensor<1x
   %0 = "nn.matmul"(%x, %wq) : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32> loc("MatMul_0" : "MatMul")
   %wv = "const"() {value = dense_resource<wv>} : () -> tensor<4x4xf32>
   %1 = "nn.matmul"(%x, %wv) : (tensor<1x3x4xf32>, tensor<4x4xf32>) -> tensor<1x3x4xf32> loc("MatMul_8" : "MatMul")
-  %2 = "nn.attention"(%0, %k, %1, %mask) {braze.raised_by = "attention", kv_heads = 2, q_heads = 2, scale = 0.7071067932881648} : (tensor<1x3x4xf32>, tensor<1x2x3x2xf32>, tensor<1x3x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x3x4xf32> loc("MatMul_11" : "Attention")
+  %2 = "nn.attention"(%0, %k, %1, %mask) {braze.raised_by = "attention", braze.raised_from = ["Transpose_2", "Reshape_1", "Transpose_3", "Transpose_10", "Reshape_9", "MatMul_4", "Div_5", "Add_6", "Softmax_7", "MatMul_11", "Transpose_12", "Reshape_13"], kv_heads = 2, q_heads = 2, scale = 0.7071067932881648} : (tensor<1x3x4xf32>, tensor<1x2x3x2xf32>, tensor<1x3x4xf32>, tensor<1x1x3x3xf32>) -> tensor<1x3x4xf32> loc("MatMul_11" : "Attention")
   "func.return"(%2) : (tensor<1x3x4xf32>) -> ()
 }
 
@@ -44,7 +44,7 @@ g (float[1,2,3,2] q, float[1,2,2,3] kt, float[1,2,3,2] v) => (float[1,2,3,2] y)
 // CHECK:
 func.func @main(%q: tensor<1x2x3x2xf32>, %kt: tensor<1x2x2x3xf32>, %v: tensor<1x2x3x2xf32>) -> (tensor<1x2x3x2xf32> {name = "y"}) {
   %0 = "tensor.transpose"(%kt) {perm = [0, 1, 3, 2]} : (tensor<1x2x2x3xf32>) -> tensor<1x2x3x2xf32> loc("MatMul_3/transpose_k" : "Transpose")
-  %1 = "nn.attention"(%q, %0, %v) {braze.raised_by = "attention", kv_heads = 2, q_heads = 2, scale = 2.0} : (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> loc("MatMul_3" : "Attention")
+  %1 = "nn.attention"(%q, %0, %v) {braze.raised_by = "attention", braze.raised_from = ["MatMul_0", "Mul_1", "Softmax_2", "MatMul_3"], kv_heads = 2, q_heads = 2, scale = 2.0} : (tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>, tensor<1x2x3x2xf32>) -> tensor<1x2x3x2xf32> loc("MatMul_3" : "Attention")
   "func.return"(%1) : (tensor<1x2x3x2xf32>) -> ()
 }
 
@@ -72,7 +72,7 @@ g (float[1,3,4] x, float[1,3,4] kp, float[1,3,4] v) => (float[1,2,3,2] y)
 func.func @main(%x: tensor<1x3x4xf32>, %kp: tensor<1x3x4xf32>, %v: tensor<1x3x4xf32>) -> (tensor<1x2x3x2xf32> {name = "y"}) {
   %0 = "tensor.reshape"(%x) {shape = [1, 3, 2, 2]} : (tensor<1x3x4xf32>) -> tensor<1x3x2x2xf32> loc("Reshape_0" : "Reshape")
   %1 = "tensor.transpose"(%0) {perm = [0, 2, 1, 3]} : (tensor<1x3x2x2xf32>) -> tensor<1x2x3x2xf32> loc("Transpose_1" : "Transpose")
-  %2 = "nn.attention"(%1, %kp, %v) {braze.raised_by = "attention", kv_heads = 2, q_heads = 2, scale = 0.7071068020032136} : (tensor<1x2x3x2xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<1x2x3x2xf32> loc("MatMul_12" : "Attention")
+  %2 = "nn.attention"(%1, %kp, %v) {braze.raised_by = "attention", braze.raised_from = ["Mul_2", "Mul_5", "Transpose_4", "Reshape_3", "Transpose_11", "Reshape_10", "MatMul_6", "Softmax_7", "IsNaN_8", "Where_9", "MatMul_12"], kv_heads = 2, q_heads = 2, scale = 0.7071068020032136} : (tensor<1x2x3x2xf32>, tensor<1x3x4xf32>, tensor<1x3x4xf32>) -> tensor<1x2x3x2xf32> loc("MatMul_12" : "Attention")
   "func.return"(%2) : (tensor<1x2x3x2xf32>) -> ()
 }
 

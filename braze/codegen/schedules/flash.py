@@ -97,7 +97,7 @@ def applies(op, kernel, target) -> bool:
     if mask_immediate and not np.isfinite(float(kernel.immediates[id(values[3])])):
         return False
     layout = _layout(op)
-    return layout.heads.v_head_size % lanes(target) == 0 and layout.heads.kv_seq > 0 and layout.heads.q_seq > 0
+    return layout.heads.kv_seq > 0 and layout.heads.q_seq > 0
 
 
 def defaults(op, kernel, target) -> dict:
@@ -115,7 +115,7 @@ def defaults(op, kernel, target) -> dict:
             if best is None or cost < best[0]:
                 best = (cost, tile_q, key_vectors, block_k)
     _, tile_q, key_vectors, block_k = best
-    value_vectors = max(n for n in (1, 2, 3, 4) if (layout.heads.v_head_size // v) % n == 0
+    value_vectors = max(n for n in (1, 2, 3, 4) if -(-layout.heads.v_head_size // v) % n == 0
                         and tile_q * n <= accumulators(target, n))
     cores = max(1, getattr(target, "num_cores", 1) or 1)
     row_tiles = ROW_TILES
@@ -145,9 +145,9 @@ def _check(layout: Layout, params: dict, v: int) -> None:
     bk, bq = params["block_k"], params["block_q"]
     if min(tq, kvec, vvec, bk, bq) < 1:
         raise ValueError(f"flash parameters must be >= 1, got {params}")
-    if bk % (kvec * v) or bq % tq or (layout.heads.v_head_size // v) % vvec:
+    if bk % (kvec * v) or bq % tq or -(-layout.heads.v_head_size // v) % vvec:
         raise ValueError(f"flash: block_k must be a multiple of key_vectors x {v}, block_q of tile_q, and "
-                         f"value_vectors must divide {layout.heads.v_head_size // v}; got {params}")
+                         f"value_vectors must divide {-(-layout.heads.v_head_size // v)}; got {params}")
 
 
 def primfunc(op, kernel, target, params):
@@ -208,6 +208,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
     G = HQ // HK
     KT = NKV * V
     CW = NDV * V
+    DVP = -(-DV // V) * V  # v's head size padded to whole vectors (zero columns, never written out)
     NB = -(-SK // BK)
     SKP = NB * BK
     NQB = -(-SQ // BQ)
@@ -369,21 +370,22 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
         # columns ([column panel, key, column]): each micro-kernel streams one
         # contiguous panel
         kt = T.decl_buffer((B, HK, SKP // KT, D, KT), f32, scope="global")
-        vp = T.decl_buffer((B, HK, DV // CW, SKP, CW), f32, scope="global")
+        vp = T.decl_buffer((B, HK, DVP // CW, SKP, CW), f32, scope="global")
         for t in T.parallel(B * HK):
             for sp, d, s in T.grid(SKP // KT, D, KT):
                 kt[t // HK, t % HK, sp, d, s] = T.Select(
                     sp * KT + s < SK, k_at(k, t // HK, t % HK, T.min(sp * KT + s, SK - 1), d), T.float32(0))
-            for cp, s, c in T.grid(DV // CW, SKP, CW):
+            for cp, s, c in T.grid(DVP // CW, SKP, CW):
                 vp[t // HK, t % HK, cp, s, c] = T.Select(
-                    s < SK, v_at(v, t // HK, t % HK, T.min(s, SK - 1), cp * CW + c), T.float32(0))
+                    T.And(s < SK, cp * CW + c < DV),
+                    v_at(v, t // HK, t % HK, T.min(s, SK - 1), T.min(cp * CW + c, DV - 1)), T.float32(0))
         for task in T.parallel(B * HK * NQB):
             b = task // (HK * NQB)
             hk = task // NQB % HK
             qb = task % NQB
             m = T.decl_buffer((G * BQ,), f32, scope="global")
             l = T.decl_buffer((G * BQ,), f32, scope="global")
-            acc = T.decl_buffer((G * BQ, DV), f32, scope="global")
+            acc = T.decl_buffer((G * BQ, DVP), f32, scope="global")
             sc = T.decl_buffer((TQ, BK), f32, scope="global")
             alpha = T.decl_buffer((TQ,), f32, scope="global")
             red = T.decl_buffer((1, V), f32, scope="global")
@@ -394,7 +396,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
             for r in range(G * BQ):
                 m[r] = T.float32(NEG_INF)
                 l[r] = T.float32(0)
-                for c in range(DV // V):
+                for c in range(DVP // V):
                     acc[r, T.ramp(c * V, 1, V)] = bcast(T.float32(0))
             for kb in range(NB):
                 if live(kv_len, b, qb * BQ, T.min(qb * BQ + BQ, SQ) - 1, kb * BK):
@@ -448,7 +450,7 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
                                         l[T.ramp(g * BQ + qt * TQ, 1, TQ)] * alpha[T.ramp(0, 1, TQ)]
                                         + sums[T.ramp(0, 1, TQ)])
                                     # 3. acc = acc * alpha + P @ V, value_vectors vectors at a time
-                                    for ch in range(DV // (NDV * V)):
+                                    for ch in range(DVP // CW):
                                         o0 = T.decl_buffer((TQ, V), f32, scope="global")
                                         o1 = T.decl_buffer((TQ, V), f32, scope="global")
                                         o2 = T.decl_buffer((TQ, V), f32, scope="global")
@@ -479,13 +481,18 @@ def _build(L: Layout, V: int, params: dict, *, scale, causal, offset, left, righ
             for g, rr in T.grid(G, BQ):
                 if qb * BQ + rr < SQ:
                     inv = T.Select(l[g * BQ + rr] > T.float32(0), T.float32(1) / l[g * BQ + rr], T.float32(0))
-                    for c in range(DV // V):
+                    for c in range(DV // V):  # whole vectors of the result
                         if L.q4:
                             y[b, hk * G + g, qb * BQ + rr, T.ramp(c * V, 1, V)] = (
                                 acc[g * BQ + rr, T.ramp(c * V, 1, V)] * bcast(inv)).astype(f"{dt}x{V}")
                         else:
                             y[b, qb * BQ + rr, T.ramp((hk * G + g) * DV + c * V, 1, V)] = (
                                 acc[g * BQ + rr, T.ramp(c * V, 1, V)] * bcast(inv)).astype(f"{dt}x{V}")
+                    for c in range(DV // V * V, DV):  # the columns past them
+                        if L.q4:
+                            y[b, hk * G + g, qb * BQ + rr, c] = (acc[g * BQ + rr, c] * inv).astype(dt)
+                        else:
+                            y[b, qb * BQ + rr, (hk * G + g) * DV + c] = (acc[g * BQ + rr, c] * inv).astype(dt)
 
     return flash
 

@@ -210,3 +210,32 @@ def test_per_row_and_per_channel_zero_points():
 def test_int4_quantize_is_refused_naming_the_type(text):
     with pytest.raises(OnnxImportError, match="INT4"):
         braze.compile(parse(text))
+
+
+# --- braze quantize: onnxruntime's static quantizer behind a command ------------------------------
+def test_braze_quantize_writes_a_qdq_model_braze_runs(tmp_path, capsys):
+    from braze.cli import main
+
+    onnx.save(_cnn(), tmp_path / "float.onnx")
+    np.savez(tmp_path / "calib.npz", x=np.concatenate(_inputs((1, 3, 8, 8), 4, seed=3)))  # 4 samples of batch 1
+    out = tmp_path / "int8.onnx"
+    assert main(["quantize", str(tmp_path / "float.onnx"), "--calibration", str(tmp_path / "calib.npz"),
+                 "-o", str(out)]) == 0
+    assert "per-channel" in capsys.readouterr().out
+    model = onnx.load(out)
+    assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in model.graph.node}
+    x = _inputs((1, 3, 8, 8), 1, seed=4)[0]
+    ref = run_ort(model, {"x": x})["y"]
+    got = braze.compile(str(out), level=2).run({"x": x})["y"]
+    assert np.abs(got - ref).max() <= _output_step(model) + 1e-6
+
+
+def test_braze_quantize_names_missing_calibration_inputs(tmp_path, capsys):
+    from braze.cli import main
+
+    onnx.save(_cnn(), tmp_path / "float.onnx")
+    np.savez(tmp_path / "calib.npz", image=np.zeros((2, 3, 8, 8), np.float32))
+    assert main(["quantize", str(tmp_path / "float.onnx"), "--calibration", str(tmp_path / "calib.npz"),
+                 "-o", str(tmp_path / "int8.onnx")]) == 1
+    assert "lacks graph inputs ['x']" in capsys.readouterr().err
+    assert not (tmp_path / "int8.onnx").exists()

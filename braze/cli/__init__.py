@@ -3,7 +3,7 @@
 Each subcommand is a ``Command`` (common.py): its name, help line, the
 function that adds its arguments and the one that runs it, listed in the
 ``COMMANDS`` of its module (ir.py: import, opt, ops, targets, passes;
-build.py: compile, explain, kernels, schedule, tune; run.py: run, verify,
+build.py: compile, quantize, explain, kernels, schedule, tune; run.py: run, verify,
 bench, profile, demo). ``main`` builds the parser from ``COMMANDS`` in the
 order below. Errors a user can cause are ``BrazeError`` and print as one
 ``error:`` line with exit status 1; braze's warnings print as one
@@ -26,8 +26,8 @@ __all__ = ["COMMANDS", "build_parser", "demo_model_path", "main"]
 
 _ALL = {c.name: c for c in (*ir.COMMANDS, *build.COMMANDS, *run.COMMANDS)}
 #: The order ``braze --help`` lists the subcommands in.
-COMMANDS = [_ALL[name] for name in ("import", "opt", "compile", "run", "verify", "bench", "explain", "kernels",
-                                    "schedule", "tune", "profile", "ops", "targets", "passes", "demo")]
+COMMANDS = [_ALL[name] for name in ("import", "opt", "compile", "quantize", "run", "verify", "bench", "explain",
+                                    "kernels", "schedule", "tune", "profile", "ops", "targets", "passes", "demo")]
 assert len(COMMANDS) == len(_ALL), "a command is missing from COMMANDS' order"
 
 

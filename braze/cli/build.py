@@ -239,8 +239,27 @@ def _tune_arguments(s) -> None:
     s.add_argument("--json", action="store_true", help="the summary as JSON")
 
 
+def _quantize_arguments(s) -> None:
+    s.add_argument("model", help="the float ONNX model")
+    s.add_argument("--calibration", required=True, metavar="INPUTS.npz",
+                   help="calibration inputs: one array per graph input, samples along the leading dim")
+    s.add_argument("-o", "--output", required=True, metavar="OUT.onnx", help="the int8 QDQ model to write")
+    s.add_argument("--per-tensor", action="store_true", help="one weight scale per tensor (default: per channel)")
+
+
+def cmd_quantize(args) -> int:
+    from ..tools.quantize import quantize
+
+    out = quantize(args.model, args.calibration, args.output, per_channel=not args.per_tensor)
+    print(f"wrote {out} (int8 QDQ: onnxruntime's static quantizer, "
+          f"{'per-tensor' if args.per_tensor else 'per-channel'} weights)")
+    return 0
+
+
 COMMANDS = [
     Command("compile", "ONNX model -> artifact folder", _compile_arguments, cmd_compile),
+    Command("quantize", "float ONNX model -> int8 QDQ model, calibrated by onnxruntime's quantizer",
+            _quantize_arguments, cmd_quantize),
     Command("explain", "what fusion does to a model, and why (no build)", _explain_arguments, cmd_explain),
     Command("kernels", "the kernels of a model or artifact: ops, shapes, schedule, FLOPs", _kernels_arguments, cmd_kernels),
     Command("schedule", "build one kernel alone under several schedules; check and time each", _schedule_arguments, cmd_schedule),

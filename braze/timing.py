@@ -51,7 +51,7 @@ IDLE_WINDOW_S = 0.05
 IDLE_SHARE = 0.02
 IDLE_TIMEOUT_S = 10.0
 #: A phase warms up for at least this long (after a pause, the first calls find
-#: cold caches and sleeping cores: 2-3x slower for a few milliseconds), and
+#: cold caches and sleeping cores, slow for a few milliseconds), and
 #: times at least this long (a short phase is at the mercy of one burst of
 #: the machine's other load).
 WARMUP_S = 0.02

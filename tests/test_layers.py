@@ -20,7 +20,7 @@ LAYERS = [
     ({"targets"}, True),
     ({"codegen"}, True),
     ({"runtime"}, True),
-    ({"compiler"}, True),
+    ({"compiler", "pipeline"}, True),
     ({"tools", "measure", "timing", "session", "backend"}, True),
     ({"cli", "__init__", "__main__"}, True),
 ]

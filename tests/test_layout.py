@@ -21,7 +21,7 @@ from braze.errors import PassError
 from braze.frontend import import_onnx
 from braze.ir.interpret import interpret
 from braze.passes import PassManager
-from braze.passes.layout import layout_summary, summary_line
+from braze.passes.layout_blocks import layout_summary, summary_line
 from braze.targets import get_target
 from onnx_check import float_model as _model
 from onnx_check import run_ort

@@ -72,7 +72,7 @@ def cmd_explain(args) -> int:
             _write_text(args.dot, draw.to_dot(module))
         if args.html:
             _write_text(args.html, draw.to_html(module, report))
-    from ..passes.layout import layout_summary, summary_line
+    from ..passes.layout_blocks import layout_summary, summary_line
 
     layout = layout_summary(module)
     if args.json:

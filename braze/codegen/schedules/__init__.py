@@ -8,7 +8,7 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: flash.py (attention), gemm.py, amx.py, conv.py (conv2d), blocked.py, pointwise.py,
+One file per rule: flash.py (attention; its TIR in flash_kernel.py), gemm.py, amx.py, conv.py (conv2d), blocked.py, pointwise.py,
 depthwise.py, winograd.py; rule.py the rule table, its order and the machine-model
 helpers; tir.py the TIR helpers; generic.py the schedule of everything
 else. ``RULES`` lists the rules.

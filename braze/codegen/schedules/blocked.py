@@ -55,19 +55,14 @@ def blocked_defaults(op, kernel, target) -> dict | None:
         # vector and the columns' accumulators, as many as keep the FMA
         # units busy (min_accumulators: 8 with two units, 4 with Zen 4's one
         # 512-bit unit), else up to 8 where that count divides no width
-        # (7, 14). MobileNetV2's 32 x 112x112, alone, Intel Xeon AVX-512:
-        # 0.057-0.059 ms with 4-8 columns, 0.065 with 14, 0.093 with 28. On
-        # Zen 4 (AVX-512, one unit), its depthwise convs on 112-, 56- and
-        # 28-wide maps ran 1.08-1.38x faster with 4 columns than with 8, and
-        # 2 columns no faster than 8; an AVX2 build there (two units) ran
-        # 0.91-1.0x as fast with 4
+        # (7, 14): more columns only add input vectors to load per tap
         cap = min(8, accumulators(target, 1) - 1)
         want = min(cap, min_accumulators(target))
         tile_w = divisor_at_most(ow, want)
         if tile_w < want:
             tile_w = divisor_at_most(ow, cap)
-        # the padding read in place (guarded vector loads; 2.0-2.9x faster
-        # than padded rows on MobileNetV2's depthwise convs, Xeon AVX-512)
+        # the padding read in place (guarded vector loads, one condition a
+        # vector): a padded copy per output row copies each input row thrice
         params = {"tile_k": 1, "tile_w": tile_w, "order": 2, "pad": 2}
         rows = _chain_rows(op, kernel, target)
         return {**params, "chain": rows} if rows else params
@@ -75,10 +70,8 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     group_blocks = kb // _attrs(op)["group"]  # output blocks a group (all of them when dense)
     # a blocked input: up to the whole register file less a step's loads (the
     # micro-kernel broadcasts one column at a time into its tile_k weight
-    # vectors). ResNet-50's 1x1 and 3x3 convs at 56, 28 and 14 columns,
-    # alone, AVX-512: 4-7% faster with 2 x 14 tiles than with 2 x 7 (the
-    # old order, blocks outside columns, spilled beyond 16 accumulators). A
-    # plain input (a stem): 16, its 2 x 14 tile ran 7-10% slower than 2 x 8
+    # vectors, so only one broadcast is live). A plain input (a stem): 16,
+    # since its broadcasts come from a strided plain row
     cap = registers(target) if op.operands[0].type.rank == 5 else 16
     for nb in (2, 3, 1):
         if group_blocks % nb == 0:  # a tile's blocks share their input: one group's
@@ -93,7 +86,7 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     l2 = getattr(target, "l2_bytes", 1 << 20)
     weights, inputs = m * cg * r * s * 4, int(np.prod(x.shape)) * 4
     params["order"] = 2 if weights <= l2 // 2 and weights < inputs else 1
-    # padded rows (1): each broadcast reading a guarded input ran MobileNetV2's stem 1.7x slower
+    # padded rows (1): a dense conv's broadcasts are scalars, and a guard on each costs more than the copy
     params["pad"] = 1
     params["block_c"] = _block_c(op, target, params)
     rows = _chained_into(op, kernel, target)

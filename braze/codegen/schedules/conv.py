@@ -61,9 +61,8 @@ def conv_defaults(op, kernel, target) -> dict | None:
     # between the cores, so that each core reads the rows it (or the kernel
     # before, split the same way) has in its own cache, where order 1 makes
     # every core read the whole input, half of it from the other core's
-    # cache (in the model, MobileNetV2's 1x1 projections on 14x14 ran 1.3x
-    # faster; measured alone, with every core's cache holding the whole
-    # input, it looked the other way)
+    # cache (a kernel timed alone, every core's cache holding the whole
+    # input, does not show it)
     _, c, r, s = op.operands[1].type.shape
     ih, iw = op.operands[0].type.shape[2:]
     l2 = getattr(target, "l2_bytes", 1 << 20)
@@ -73,7 +72,7 @@ def conv_defaults(op, kernel, target) -> dict | None:
     kg = _channels_per_group(op)[0]
     candidates = []
     # a 1x1 conv's step broadcasts only from its memory operand: up to 14
-    # columns (a 14-wide map's row; 1.1x over 7 on AVX-512)
+    # columns (a 14-wide map's whole row)
     wide_cap = 14 if (r, s) == (1, 1) else 12
     for tile_k, cap in ((2 * v, wide_cap), (v, 16), (v // 2, 16), (v // 4, 16)):
         if tile_k >= 4 and kg % tile_k == 0:
@@ -177,9 +176,8 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
         sch.reorder(n, first, second, wo, rc, rh, rw, wi, kv, kl)
         # with rows outside (order 2), each task pads the input rows its output
         # row reads, while they are in cache, rather than a stage of its own
-        # writing the whole padded input first (in the model, where that input
-        # arrives cold, ResNet-50's stride-2 3x3 conv on 56x56 ran 1.3x faster);
-        # the tasks are then rows, enough of them to spread over the cores
+        # writing the whole padded input first (in a model that input arrives
+        # cold); the tasks are then rows, enough of them to spread over the cores
         pad = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("conv_pad")), None)
         rows_pad = pad is not None and order == 2 and \
             extent(sch, n) * extent(sch, h) >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
@@ -188,9 +186,7 @@ def conv_apply(sch, block, op, target, params) -> set[str]:
             loops = sch.get_loops(pad)
             below_h = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(h))) + 1
             # a fill and a copy of the rows, each in vectors, rather than one
-            # guarded copy (YOLOv8n's stride-2 3x3 convs on 320x320 and
-            # 160x160 inputs ran 1.09-1.17x faster alone on AVX-512;
-            # ResNet-50's were even)
+            # guarded copy, which TVM does not vectorize
             split_pad = vectorize_padding(sch, pad, loops[below_h])
         tile_at, lead = wo, ((n, first) if rows_pad else (n, first, second))
     _tile_epilogue(sch, block, tile_at, v, channels_last=True)

@@ -203,8 +203,8 @@ def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
     in_width = int(source.shape[-1]) if len(source.shape) == 4 else 0
     run = divisor_at_most(in_width // stride, 2 * v) if phased and in_width % stride == 0 else 0
     # an odd run (7 columns a phase: a 14-wide row at stride 2) is shuffled
-    # piecemeal, lane by lane: 7-9x slower than leaving the strided reads to
-    # the padding copy (MobileNetV2's 576-channel 14x14 conv, AVX2 and AVX-512)
+    # piecemeal, lane by lane, which is slower than leaving the strided
+    # reads to the padding copy
     if run and run % 2 == 0:
         split = sch.cache_read(pad, 0, "global", consumer_blocks=[pad])
         sch.transform_layout(split, ("write", 0), _phases(stride))

@@ -42,11 +42,9 @@ def _rows(target, tile_n: int, v: int) -> int:
     return max(1, min(8, accumulators(target, nv) // nv))
 
 
-#: k steps the micro-kernel's loop body holds (``unroll_k``): measured on an
-#: Intel Xeon (2 threads, bert-base's matmuls, two runs each), 4 steps ran
-#: 1.08-1.12x faster than one with AVX-512 (1.24 once) and 1.00-1.14x with
-#: an AVX2 build (8: 2% more with AVX-512, noise with AVX2). One step a body spends a loop's
-#: bookkeeping on every 16 FMAs.
+#: k steps the micro-kernel's loop body holds (``unroll_k``): one step a
+#: body spends a loop's bookkeeping on every 16 FMAs; beyond 4 there was
+#: nothing more to gain (docs/schedules.md, "gemm").
 UNROLL_K = 4
 
 
@@ -89,27 +87,19 @@ def _tile(op, target) -> dict | None:
     if n % v == 0 and n // v in WHOLE_ROW_VECTORS:
         # a narrow output (attention times V: 64 columns, one head) in one
         # tile: A, often the larger operand (the attention weights), is
-        # read once instead of once per column tile. Whisper's 8 x 1500 x
-        # 1500 x 64 (Intel Xeon, AVX-512, 2 threads, alone): 6 x 64 tiles
-        # 6.6 ms, 8 x 32 ones 11.7 ms. AVX2's 16 registers hold 2 rows of
-        # 4 vectors: not taken there.
+        # read once instead of once per column tile. AVX2's 16 registers
+        # hold 2 rows of 4 vectors: not taken there.
         rows = accumulators(target, n // v, cap=WHOLE_ROW_ACCUMULATORS) // (n // v)
         if rows >= 4 and m >= rows:
             return {"tile_m": rows, "tile_n": n}
     if n % (WIDE_VECTORS * v) == 0:
         # tiles 3 vectors wide, as many rows as the register file holds
-        # beside the 3 B vectors and the broadcast (capped at 8). 32
-        # registers: 8 x 3 (24 accumulators), 2-5% faster than 8 x 2 vectors
-        # on the four GEMM shapes of bert-base and ViT-base alone (Intel
-        # Xeon, AVX-512, 2 threads; 6 x 4 padded 128 rows to 132 and was 8%
-        # slower on 128 x 3072 x 768). 16 registers (AVX2): 4 x 3 (12
-        # accumulators, every register in use), 1-8% faster than 6 x 2 on
-        # the same four shapes (AMD EPYC Zen 4, AVX2 build, 2 threads, three
-        # runs each): as many FMAs per load, two fewer A rows to stream.
-        # Where more rows fit (9 with 32 registers), the count that pads the
-        # rows least, 8 on a tie: ViT's 197 tokens in 22 tiles of 9 (198
-        # rows computed) instead of 25 of 8 (200), its 197 x 768 x 3072 GEMM
-        # alone 1.02x faster (AMD EPYC Zen 4, AVX-512, 2 threads)
+        # beside the 3 B vectors and the broadcast (capped at 8): 8 x 3 (24
+        # accumulators) with 32 registers, 4 x 3 (12, every register in use)
+        # with 16: more FMAs per load than 2 vectors wide, fewer A rows to
+        # stream than 6 x 4, which pads 128 rows. Where more rows fit (9
+        # with 32 registers), the count that pads the rows least, 8 on a
+        # tie (ViT's 197 tokens: 22 tiles of 9 rather than 25 of 8)
         most = (registers(target) - WIDE_VECTORS - 1) // WIDE_VECTORS
         rows = min(range(min(8, most), most + 1), key=lambda r: (-(-m // r) * r, r))
         if rows >= 4 and m >= rows:

@@ -134,9 +134,8 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
                 # vectors, then the rest as one short vector (partitioned
                 # last, once the loops are placed: it replaces the block).
                 # Vectors of the divisor nearest a vector instead (15 of
-                # Whisper's 1500 with 16 lanes) were split by LLVM into 8 +
-                # 4 + 2 + 1 lanes for every load and store (its softmax 11.4
-                # -> 10.3 ms alone); a masked split had been 1.3x slower
+                # 1500 with 16 lanes) are split by LLVM into 8 + 4 + 2 + 1
+                # lanes for every load and store; a masked split is slower
                 partition.append((inner[-1], n, vec))
     if rows * extent(sch, sch.get_loops(out)[-1]) >= min_parallel:
         sch.parallel(row)

@@ -34,10 +34,9 @@ def pw_applies(op, kernel, target) -> bool:
 
 
 #: Input channels from which a 1x1 conv's tasks pack their input panels
-#: (``panel`` 2). Measured in the models on AVX-512: 96-512 channels ran
-#: 1.1-1.4x faster packed; MobileNetV2's 16 and 24 channels on 112x112 and
-#: 56x56 maps, where the kernel is bound by writing its outputs, 1.2-1.4x
-#: slower (a task is then one tile, whose output rows are short runs)
+#: (``panel`` 2): a long reduction pays for the copy; with few channels the
+#: kernel is bound by writing its outputs, and a task of one tile writes
+#: them in short runs
 PANEL_MIN_CHANNELS = 64
 
 
@@ -72,9 +71,9 @@ def pw_defaults(op, kernel, target) -> dict | None:
     k = op.results[0].type.shape[1]
     v = lanes(target)
     hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
-    # columns (pixels): two vectors, padded (measured on Zen 3, AVX2: 6x16
-    # on 49 pixels padded to 64 ran 1.7x faster than 12x8 on 56: a step
-    # loads two vectors and broadcasts 6 weights, against one and 12)
+    # columns (pixels): two vectors, padded: a step loads two vectors and
+    # broadcasts a few weights, where one vector wide needs twice the
+    # broadcasts for the same FMAs
     tile_n = 2 * v if hw > v else v
     nv = tile_n // v
     # rows (output channels): as many as the registers hold beside the
@@ -104,8 +103,8 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # panels). A task is one tile: taken when there are enough tiles to
     # spread over the cores (4 a core), and (PANEL_MIN_CHANNELS) when the
     # reduction is long enough to pay for shorter output runs. Stride-2
-    # 1x1 convs keep their gathered input stage (in the model, packing per
-    # task ran 1.2x slower there)
+    # 1x1 convs keep their gathered input stage, which already makes the
+    # panel
     many = tiles >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
     packs = many and _stride_one(op) and c > PANEL_MIN_CHANNELS
     order = 2 if packs or k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1

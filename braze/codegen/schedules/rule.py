@@ -84,8 +84,8 @@ def halve_double(op, target, defaults) -> list[dict]:
 
 #: The order the rules are tried in for an anchor op; the first that applies
 #: (and is profitable) takes it: dpbf16 first (the bfloat16 convs and
-#: matmuls of a CPU with AVX512-BF16: its direct convs ran resnet50 1.25x
-#: faster than Winograd F(2, 3) in float32 arithmetic; it leaves matmuls to
+#: matmuls of a CPU with AVX512-BF16: its native bfloat16 direct convs beat
+#: Winograd's float32 arithmetic on them; it leaves matmuls to
 #: amx where there are AMX tiles), winograd before conv2d (it takes the 3x3
 #: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv),
 #: depthwise after it (the grouped convs whose groups conv2d's blocks do not

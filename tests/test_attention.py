@@ -134,6 +134,20 @@ def test_fully_masked_rows_give_zeros_and_keys_past_the_mask_are_masked():
     assert np.all(got[0, 0, 3] == 0) and max_rel(got, ref) <= 1e-5
 
 
+@pytest.mark.parametrize("attend", [False, True])
+def test_a_constant_one_value_mask(attend):
+    """A mask that is one constant (a kernel immediate): all "attend" changes
+    nothing (flash takes it), all "do not attend" gives zeros."""
+    model = attention_model([1, 2, 8, D], [1, 2, 8, D], [1, 2, 8, D])
+    model.graph.node[0].input.insert(3, "m")
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.full((8, 8), attend), "m"))
+    feeds = feeds_for(model)
+    ref = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    artifact, (got,) = run_braze(model, feeds)
+    assert max_rel(got, ref) <= 1e-5 if attend else np.all(got == 0)
+    assert (artifact.kernels[0]["schedule"] == "flash") == attend
+
+
 @pytest.mark.parametrize("mode", ["allow_mix_precision", "allow_mix_precision_bf16"])
 def test_flash_16bit(mode):
     """16-bit q, k, v (the precision pass puts Attention on its white list):

@@ -52,6 +52,7 @@ TILE_COST = {3: 1.0, 2: 1.01, 1: 1.15}
 #: rows of a register tile at most (gemm's cap)
 MAX_TILE_Q = 8
 
+
 def _layout(op) -> Layout:
     q, k, v = (x.type for x in op.operands[:3])
     a = op.attributes
@@ -73,8 +74,10 @@ def applies(op, kernel, target) -> bool:
     mask_immediate = len(values) > 3 and id(kernel.ops[0].operands[3]) in kernel.immediates
     if any(id(x) in kernel.immediates for x in values[:3]) or len(values) > 4 and id(values[4]) in kernel.immediates:
         return False
-    if mask_immediate and not np.isfinite(float(kernel.immediates[id(values[3])])):
-        return False
+    if mask_immediate:  # one value for every score: a finite bias or "attend" changes nothing; else not ours
+        value = kernel.immediates[id(values[3])]
+        if not bool(value) if values[3].type.dtype == "i1" else not np.isfinite(float(value)):
+            return False
     layout = _layout(op)
     return layout.heads.kv_seq > 0 and layout.heads.q_seq > 0
 

@@ -7,8 +7,7 @@ import time
 
 from .ir import print_module
 from .passes import PassManager
-from .pipeline import (LAYOUTS, PREPARE, _fusion_options, _with_controls, check_layout,  # noqa: F401
-                       default_precision_mode, layout_block, pipeline, precision_options, precision_record)
+from .pipeline import PREPARE, _with_controls, check_layout, pipeline, precision_options, precision_record
 from .runtime import cache as runtime_cache
 from .runtime.artifact import Artifact
 from .runtime.manifest import FORMAT, tvm_version

@@ -422,7 +422,7 @@ def test_unknown_target_is_named(braze, work):
 
 
 def test_unknown_fusion_option_from_python_is_typed():
-    from braze.compiler import pipeline
+    from braze.pipeline import pipeline
     from braze.errors import PassError
 
     with pytest.raises(PassError, match="nofuse"):

@@ -16,7 +16,7 @@ import pytest
 from onnx import helper
 
 from braze.compiler import compile as braze_compile
-from braze.compiler import layout_block, pipeline
+from braze.pipeline import layout_block, pipeline
 from braze.errors import PassError
 from braze.frontend import import_onnx
 from braze.ir.interpret import interpret

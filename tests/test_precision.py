@@ -18,7 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 import braze
 from braze.codegen.schedules.amx import has_amx
 from braze.codegen.schedules.dpbf16 import has_dpbf16
-from braze.compiler import fuse_only, precision_options
+from braze.compiler import fuse_only
+from braze.pipeline import precision_options
 from braze.errors import PrecisionError
 from braze.ir import print_module
 from braze.passes import PassManager

@@ -64,7 +64,7 @@ def test_gemm_rows_past_the_last_tile_read_a_clamped_row(shape_a, shape_b):
     not written back, with no copy of A padded with zero rows."""
     from braze.codegen.kernel import partition
     from braze.codegen.schedules import schedule_kernel
-    from braze.compiler import pipeline
+    from braze.pipeline import pipeline
     from braze.frontend import import_onnx
     from braze.targets import get_target
 
@@ -747,7 +747,7 @@ def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride
 def _conv_pads(model, mode, pin) -> dict[str, str]:
     """Each conv kernel's ``conv_pad`` buffer declaration (TIR), with ``pin``."""
     from braze.codegen.kernel import partition
-    from braze.compiler import precision_options
+    from braze.pipeline import precision_options
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
 
@@ -821,7 +821,7 @@ def test_16bit_winograd_takes_4x4_tiles_on_large_maps_only(hw, tile):
     (params,) = kernel["schedule_params"].values()
     assert params["tile"] == tile and kernel["packed"][0].startswith(f"winograd-f{tile}x3-")
     from braze.codegen.kernel import partition
-    from braze.compiler import precision_options
+    from braze.pipeline import precision_options
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
 
@@ -856,7 +856,7 @@ def test_16bit_gemm_widens_a_transposed_a_and_bfloat16_weight_panels(mode, low):
                    [("x", [1, heads, seq, dim])], ["out"],
                    {"w": _w(heads * dim, n), "shape": np.array([seq, heads * dim], dtype=np.int64)})
     from braze.codegen.kernel import partition
-    from braze.compiler import precision_options
+    from braze.pipeline import precision_options
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
 

@@ -108,7 +108,7 @@ def fusion_from_args(args) -> dict:
 
 def precision_from_args(args) -> dict:
     """The precision options given on the command line (compiler.precision_options)."""
-    from ..compiler import precision_options
+    from ..pipeline import precision_options
 
     return precision_options(getattr(args, "precision_mode", None), getattr(args, "modify_mixlist", None),
                              getattr(args, "keep_dtype", None))
@@ -130,7 +130,7 @@ def compile_from_args(args):
 
 
 def layout_from_args(args) -> str:
-    """--layout (compiler.LAYOUTS), blocked when the command has no such option."""
+    """--layout (pipeline.LAYOUTS), blocked when the command has no such option."""
     return getattr(args, "layout", None) or "blocked"
 
 

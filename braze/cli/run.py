@@ -264,7 +264,8 @@ def _demo_arguments(s) -> None:
 def _verify_groups(args, inputs):
     """Each group against the same ops unfused; in a 16-bit precision mode,
     each 16-bit group against float32, worst first (tools/precision.py)."""
-    from ..compiler import default_precision_mode, fuse_only
+    from ..compiler import fuse_only
+    from ..pipeline import default_precision_mode
     from ..measure import verify_groups
     from ..passes.precision import mode_dtype
     from ..targets import get_target

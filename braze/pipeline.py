@@ -96,7 +96,7 @@ def layout_block(target=None) -> int | None:
 
 def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = None,
              layout: str = "blocked") -> PassManager:
-    """The passes a compile runs: canonicalize, cse, dce, raise-attention
+    """The passes a compile runs: fold-quant (level > 0), canonicalize, cse, dce, raise-attention
     (level 3), precision (unless the mode is the model's own dtypes), layout
     (``blocked``, on a CPU target, level > 0), then fuse (level > 0). An
     Ascend-like ``target`` (a Target) bounds each group's working tile by
@@ -106,11 +106,13 @@ def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = 
     from .passes.fusion import Fuse, FusionOptions
     from .passes.layout import Layout
     from .passes.precision import MODES, Precision
+    from .passes.quant import FoldQuant
 
     check_layout(layout)
 
     pm = PassManager.parse(PREPARE)
-    if level > 0:
+    if level > 0:  # before constant folding makes the weights' dequantizes float constants
+        pm.passes.insert(0, FoldQuant())
         options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
     if level >= 3:  # before precision and layout, which would split the pattern with their ops
         pm.passes.append(RaiseAttention(**{f.name: getattr(options, f.name)

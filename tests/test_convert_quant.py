@@ -75,6 +75,33 @@ def static_cnn(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def qoperator_cnn(tmp_path_factory):
+    """Two convs quantized by quantize_static in the QOperator format:
+    QLinearConv, uint8 x int8 per channel (its Add, Gemm and pooling would
+    be onnxruntime's com.microsoft ops, which braze does not import)."""
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.feeds = iter({"x": x} for x in _inputs((1, 3, 8, 8), 4, seed=2))
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    rng = np.random.default_rng(6)
+    w = {"w1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b1": rng.standard_normal(8) * 0.1,
+         "w2": rng.standard_normal((16, 8, 3, 3)) * 0.2}
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    tmp = tmp_path_factory.mktemp("quant")
+    onnx.save(_model(nodes, "x", [1, 3, 8, 8], [1, 16, 4, 4], w), tmp / "float.onnx")
+    quantize_static(tmp / "float.onnx", tmp / "qop.onnx", Reader(), quant_format=QuantFormat.QOperator,
+                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return tmp / "qop.onnx"
+
+
+@pytest.fixture(scope="module")
 def dynamic_block(tmp_path_factory):
     """The MLP block quantized by quantize_dynamic: DynamicQuantizeLinear + MatMulInteger."""
     from onnxruntime.quantization import quantize_dynamic
@@ -98,6 +125,21 @@ def test_static_qdq_cnn_within_one_step_of_onnxruntime(static_cnn, level):
     model = onnx.load(static_cnn)
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in model.graph.node}
     compiled = braze.compile(static_cnn, level=level)
+    step = _output_step(model)
+    for x in _inputs((1, 3, 8, 8), 2, seed=3):
+        ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=step * 1.001)
+
+
+def test_qoperator_cnn_runs_int8_convs_within_one_step_of_onnxruntime(qoperator_cnn):
+    """QLinearConv of uint8 by int8 weights imports as the 8-bit conv
+    itself (its padding the zero point), which an integer rule takes."""
+    model = onnx.load(qoperator_cnn)
+    assert "QLinearConv" in {n.op_type for n in model.graph.node}
+    compiled = braze.compile(qoperator_cnn, level=2)
+    module = import_onnx(model)
+    convs = [op for op in module.main.walk() if op.name == "nn.conv"]
+    assert convs and all(op.operands[0].type.dtype == "ui8" for op in convs)
     step = _output_step(model)
     for x in _inputs((1, 3, 8, 8), 2, seed=3):
         ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]

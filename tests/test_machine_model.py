@@ -54,14 +54,16 @@ def test_host_features_beyond_llvms_cpu_name(monkeypatch):
     monkeypatch.setattr(detect, "arch", lambda triple=None: "x86_64")
     sapphire = {"sse4_2", "popcnt", "avx", "avx2", "fma", "f16c", "bmi1", "bmi2", "abm", "movbe", "avx512f",
                 "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni", "avx512vbmi", "avx512_bf16",
-                "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16"}
+                "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8"}
     monkeypatch.setattr(detect, "cpu_flags", lambda cpuinfo=None: sapphire)
-    assert isa.host_mattr("rocketlake") == ("+avx512bf16", "+avx512fp16", "+avxvnni", "+amx-tile", "+amx-bf16")
+    assert isa.host_mattr("rocketlake") == ("+avx512bf16", "+avx512fp16", "+avxvnni", "+amx-tile", "+amx-bf16",
+                                            "+amx-int8")
     assert isa.host_mattr("sapphirerapids") == ()
     target = dataclasses.replace(get_target("cpu"), mcpu="rocketlake", mattr=isa.host_mattr("rocketlake"))
     assert {"avx512bf16", "avx512fp16"} <= set(isa.requirements(target)["features"])
     no_fma = sapphire - {"fma", "avx512f", "avx512bw", "avx512cd", "avx512dq", "avx512vl", "avx512_vnni",
-                         "avx512vbmi", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16"}
+                         "avx512vbmi", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16",
+                         "amx_int8"}
     monkeypatch.setattr(detect, "cpu_flags", lambda cpuinfo=None: no_fma)
     assert isa.host_mattr("haswell") == ("-fma",)
     monkeypatch.setattr(detect, "cpu_flags", lambda cpuinfo=None: set())

@@ -72,3 +72,25 @@ def test_gelu_epilogue_keeps_nan():
     x[2, 3] = np.nan
     got = art.run({"x": x})["out"]
     assert np.isnan(got[2]).all() and not np.isnan(np.delete(got, 2, axis=0)).any()
+
+
+@pytest.mark.parametrize("op", ["ReduceMax", "ReduceMin"])
+def test_row_extremes_keep_numpys_rules(op):
+    """A max (min) along rows long enough for the vectorized form
+    (lowerings/reduce.py ``_along_rows``): NaN wins, a row of infinities
+    gives the infinity, a row holding the lowest (highest) finite float
+    gives it, as numpy does."""
+    from compiled_check import check_compiled_vs_reference, graph
+
+    lowest = np.finfo(np.float32).min if op == "ReduceMax" else np.finfo(np.float32).max
+    worst = -np.inf if op == "ReduceMax" else np.inf
+    rows = np.random.default_rng(0).standard_normal((5, 64)).astype(np.float32)
+    rows[1, 17] = np.nan
+    rows[2, :] = worst
+    rows[3, :] = worst
+    rows[3, 40] = lowest
+    rows[4, 63] = np.nan
+    rows[4, 0] = worst
+    text = graph("float[5,64] x", [f"y = {op} <keepdims=0> (x, axes)"], ["y"], opset=18,
+                 constants="int64[1] axes = {-1}")
+    check_compiled_vs_reference(text, {"x": rows}, rtol=0, atol=0)

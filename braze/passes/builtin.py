@@ -1,3 +1,3 @@
 """The built-in passes; importing this module registers them."""
 
-from . import attention, canonicalize, cse, dce, fusion, layout, precision  # noqa: F401
+from . import attention, canonicalize, cse, dce, fusion, layout, precision, quant  # noqa: F401

@@ -5,14 +5,24 @@ channels per pixel, for which the input wants the same ``b`` channels of a
 pixel side by side. In NCHW they are a map apart. The pass gives whole conv
 chains the blocked layout ``(N, C/b, H, W, b)`` (docs/passes.md, "layout"):
 
-- a 2-D float32 ``nn.conv`` with constant weights, dense, depthwise or
+- a 2-D float ``nn.conv`` with constant weights, dense, depthwise or
   grouped in whole blocks, whose output channels divide into blocks,
-  becomes ``nn.conv_blocked``;
+  becomes ``nn.conv_blocked``; so does a quantized one (uint8 input, int8
+  weight, int32 result; not depthwise), whose int32 output takes the
+  float32 block (the int32 lanes of a vector) and whose input blocks are
+  whole words of four uint8 channels (``INT8_GROUP``): a first conv whose
+  input channels fill no block (an RGB image) reads them padded to a
+  multiple of four, in blocks of four, rather than plain, so that the
+  integer rule (``vnni_conv``) takes it too; the spatial padding keeps the
+  conv's ``pad_value``, the padded channels zeros (their weights are
+  zero);
 - elementwise ops follow a blocked operand when every other operand is a
   blocked value of the same shape, a per-channel or scalar constant (the
   constant is re-laid out now, at compile time) or a plain value of the
   same shape (converted): bias, BN, activations, residual adds; or one
-  value per channel, blocked or plain (a squeeze-and-excitation scale);
+  value per channel, blocked or plain (a squeeze-and-excitation scale); a
+  quantize or dequantize with constant scale and zero point (a quantized
+  conv's epilogue);
 - concat and split along the channels, when every part is whole blocks;
   pools over the two spatial dims; a global mean/max/min/sum (keepdims);
 - ``layout.to_blocked`` and ``layout.from_blocked`` appear only where a
@@ -49,7 +59,7 @@ from ..ir.ops.layout import to_blocked_array
 from ..ir.registry import Kind, lookup
 from ..ir.types import Location
 from .canonicalize import per_channel
-from .layout_blocks import blocking, channel_block
+from .layout_blocks import INT8_GROUP, blocking, channel_block, integer_conv, pad_vector, padded_weights
 from .dce import prune_blobs
 from .manager import Pass, register_pass
 from .rewrite import remove_dead
@@ -87,6 +97,8 @@ class Layout(Pass):
 #: binary ops that follow a blocked operand (elementwise in their operands)
 _BINARY = frozenset({"math.add", "math.sub", "math.mul", "math.div", "math.max", "math.min", "math.pow",
                      "math.prelu"})
+#: quantize and dequantize: elementwise in x, their scale and zero point constants (scalar or per channel)
+_QUANT = frozenset({"quant.quantize", "quant.dequantize"})
 #: pools over the two spatial dims, blocked as 3-D pools with a window of 1 along the block
 _POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
 #: reductions over both spatial dims (keepdims): a global pool, blocked as it is
@@ -94,8 +106,9 @@ _REDUCTIONS = frozenset({"reduce.mean", "reduce.max", "reduce.min", "reduce.sum"
 
 
 def _constant_fill(name: str, index: int) -> float:
-    """What a per-channel constant's padding holds: zero, or one as a divisor."""
-    return 1.0 if name == "math.div" and index == 1 else 0.0
+    """What a per-channel constant's padding holds: zero, or one as a
+    divisor (a quantize's scale divides)."""
+    return 1.0 if name in ("math.div", "quant.quantize") and index == 1 else 0.0
 
 
 def _per_channel_shape(small: tuple, shape: tuple) -> bool:
@@ -157,7 +170,7 @@ class _Chains:
         if opdef is not None and opdef.kind == Kind.ELEMWISE and len(op.operands) == 1:
             fill = self._fill(op, attrs, [self.padding[id(blocked[0])]]) if padded else 0.0
             return None if fill is None else [(block, lanes, fill)]
-        if op.name in _BINARY:
+        if op.name in _BINARY or op.name in _QUANT:
             # the other operand: blocked alike, a per-channel or scalar
             # constant, or a plain value of the same shape (converted, as a
             # residual add's shortcut from outside the chain); blocked or
@@ -168,6 +181,8 @@ class _Chains:
             for i, v in enumerate(op.operands):
                 fits = v.type.shape == shape or _per_channel_shape(v.type.shape, shape)
                 c = constant_value(v, self.module)
+                if i > 0 and op.name in _QUANT and c is None:
+                    return None  # a scale or zero point computed at run time
                 if id(v) in self.blocks:
                     if not fits or self.blocks[id(v)] != block or self.lanes[id(v)] != lanes:
                         return None
@@ -220,11 +235,15 @@ class _Chains:
     def _conv(self, op: Operation) -> list[tuple[int, int, float]] | None:
         x, w = op.operands[0], op.operands[1]
         attrs = lookup(op.name).normalize_attrs(op.attributes)
-        if x.type.rank != 4 or x.type.dtype not in ("f32", "f16", "bf16") or constant_value(w, self.module) is None:
+        integer = integer_conv(op)
+        if x.type.rank != 4 or (x.type.dtype not in ("f32", "f16", "bf16") and not integer) \
+                or constant_value(w, self.module) is None:
             return None
         m, c = w.type.shape[0], x.type.shape[1]
         group = attrs["group"]
         depthwise = is_depthwise(group, c, m, w.type.shape[1])
+        if integer and depthwise:
+            return None  # no integer rule takes a blocked depthwise conv: the plain generic schedule
         if group == 1 or depthwise:
             choice = blocking(m, self.block)
         else:  # grouped: each group whole blocks of input and output channels, no padding
@@ -235,7 +254,7 @@ class _Chains:
         block, lanes = choice
         if group != 1:  # the input in the output's blocks
             inner = (self.blocks[id(x)], self.lanes[id(x)]) if id(x) in self.blocks else blocking(c, self.block)
-            if inner != (block, lanes if depthwise else c):
+            if inner != (block, lanes if depthwise else c) or (integer and block % INT8_GROUP):
                 return None
         bias = op.operands[2] if len(op.operands) > 2 else None
         if lanes != m and bias is not None and constant_value(bias, self.module) is None:
@@ -303,9 +322,11 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                 xb = twins[id(x)]
             elif inner is not None:
                 xb = to_blocked(x, inner[0], op)
+            elif integer_conv(op):
+                xb = to_blocked(x, INT8_GROUP, op)  # few input channels: whole words of four, zeros after
             else:
                 xb = x  # few input channels: read plain
-            operands = _padded_weights(module, builder, op, xb, chains.lanes[id(op.result)])
+            operands = padded_weights(module, builder, op, xb, chains.lanes[id(op.result)])
             w = op.operands[1].type.shape
             if is_depthwise(lookup(op.name).normalize_attrs(attrs)["group"], x.type.shape[1], w[0], w[1]):
                 # a group a channel, padding included
@@ -334,7 +355,7 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                 else:  # a per-channel constant, re-laid out now
                     c = per_channel(constant_value(v, module), 4, 1, op.result.type.shape[1])
                     lanes = chains.lanes[id(op.results[0])]
-                    c = _pad(c, lanes, _constant_fill(op.name, op.operands.index(v)))
+                    c = pad_vector(c, lanes, _constant_fill(op.name, op.operands.index(v)))
                     shaped = to_blocked_array(np.ascontiguousarray(c).reshape(1, -1, 1, 1), block)
                     operands.append(builder.const(np.ascontiguousarray(shaped), v.name, v.owner.loc))
             new = [builder.value(op.name, operands, attrs, loc=op.loc)]
@@ -354,32 +375,6 @@ def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
                     unpacked[id(v)] = builder.value("layout.from_blocked", [twins[id(v)]], back,
                                                     loc=_loc(v, "from_blocked"))
                 op.set_operand(i, unpacked[id(v)])
-
-
-def _pad(c: np.ndarray, lanes: int, fill: float = 0.0) -> np.ndarray:
-    """A per-channel vector padded with ``fill`` to ``lanes`` channels."""
-    if c.shape[0] == lanes:
-        return c
-    return np.concatenate([c, np.full(lanes - c.shape[0], fill, c.dtype)])
-
-
-def _padded_weights(module: Module, builder: Builder, op: Operation, xb: Value, lanes: int) -> list[Value]:
-    """A conv's weight (and bias) for a padded output (``lanes`` channels:
-    zero rows) or input (``xb``'s blocked channels: zero columns), at
-    compile time."""
-    w, *rest = op.operands[1:]
-    m, cg, r, s = w.type.shape
-    inputs = xb.type.shape[1] * xb.type.shape[4] if xb.type.rank == 5 else xb.type.shape[1]
-    cols = cg if cg == 1 or inputs == op.operands[0].type.shape[1] else inputs  # depthwise: one a channel
-    if (lanes, cols) == (m, cg):
-        return [w, *rest]
-    weights = np.zeros((lanes, cols, r, s), w.type.np_dtype)
-    weights[:m, :cg] = constant_value(w, module)
-    out = [builder.const(weights, w.name, w.owner.loc)]
-    if rest and lanes != m:  # a padded output: the bias too
-        bias = rest[0]
-        return out + [builder.const(_pad(constant_value(bias, module).reshape(-1), lanes), bias.name, bias.owner.loc)]
-    return out + rest
 
 
 def _next(func, op: Operation) -> Operation:

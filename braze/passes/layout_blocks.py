@@ -1,10 +1,24 @@
-"""How the layout pass blocks a tensor's channels, and what it left in a
-module (``braze explain``'s layout line)."""
+"""How the layout pass blocks a tensor's channels (and pads a conv's
+constants to whole blocks), and what it left in a module (``braze
+explain``'s layout line)."""
 
 from __future__ import annotations
 
-from ..ir import Module
+import numpy as np
+
+from ..ir import Builder, Module, Operation, Value, constant_value
 from ..ir.ops.layout import blocks_of
+
+#: uint8 channels of a quantized conv's input that one 32-bit word holds,
+#: which one dot-product step takes (VPDPBUSD): its input blocks are
+#: multiples of it
+INT8_GROUP = 4
+
+
+def integer_conv(op: Operation) -> bool:
+    """A quantized conv the layout pass blocks: uint8 input, int8 weight
+    (what the integer conv rules take; fold-quant moves int8 inputs to uint8)."""
+    return op.operands[0].type.dtype == "ui8" and op.operands[1].type.dtype == "i8"
 
 
 def channel_block(channels: int, block: int) -> int | None:
@@ -52,3 +66,30 @@ def summary_line(summary: dict) -> str:
     return (f"layout: {summary['blocked_convs']} of {summary['blocked_convs'] + summary['plain_convs']} convs "
             f"blocked ({blocks}{padded}), {summary['to_blocked']} to_blocked and {summary['from_blocked']} "
             f"from_blocked transforms")
+
+
+def pad_vector(c: np.ndarray, lanes: int, fill: float = 0.0) -> np.ndarray:
+    """A per-channel vector padded with ``fill`` to ``lanes`` channels."""
+    if c.shape[0] == lanes:
+        return c
+    return np.concatenate([c, np.full(lanes - c.shape[0], fill, c.dtype)])
+
+
+def padded_weights(module: Module, builder: Builder, op: Operation, xb: Value, lanes: int) -> list[Value]:
+    """A conv's weight (and bias) for a padded output (``lanes`` channels:
+    zero rows) or input (``xb``'s blocked channels: zero columns), at
+    compile time."""
+    w, *rest = op.operands[1:]
+    m, cg, r, s = w.type.shape
+    inputs = xb.type.shape[1] * xb.type.shape[4] if xb.type.rank == 5 else xb.type.shape[1]
+    cols = cg if cg == 1 or inputs == op.operands[0].type.shape[1] else inputs  # depthwise: one a channel
+    if (lanes, cols) == (m, cg):
+        return [w, *rest]
+    weights = np.zeros((lanes, cols, r, s), w.type.np_dtype)
+    weights[:m, :cg] = constant_value(w, module)
+    out = [builder.const(weights, w.name, w.owner.loc)]
+    if rest and lanes != m:  # a padded output: the bias too
+        bias = rest[0]
+        return out + [builder.const(pad_vector(constant_value(bias, module).reshape(-1), lanes), bias.name,
+                                    bias.owner.loc)]
+    return out + rest

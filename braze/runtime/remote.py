@@ -127,8 +127,8 @@ def _check_cpu(manifest: dict, found: tuple[str, str], tracker) -> None:
     if detect.arch(triple) != arch:
         raise RemoteError(f"the '{tracker.key}' servers of {tracker} are {detect.arch(triple)} ({mcpu}); the "
                           f"artifact is built for {arch}: compile it with --target for that CPU")
-    if any(k.get("schedule") == "amx" for k in manifest.get("kernels", [])):
-        raise RemoteError(f"the artifact's bfloat16 matmuls run on AMX tiles, and a TVM RPC server (the "
+    if any(str(k.get("schedule") or "").startswith("amx") for k in manifest.get("kernels", [])):
+        raise RemoteError(f"the artifact's bfloat16 or int8 matmuls run on AMX tiles, and a TVM RPC server (the "
                           f"'{tracker.key}' servers of {tracker}) does not ask Linux for AMX's tile state: run it "
                           f"where it is (braze run), or compile for the servers without AMX (e.g. --target "
                           f"cpu-avx512)")

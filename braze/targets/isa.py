@@ -23,7 +23,8 @@ FEATURES = {
                "bmi": "bmi1", "bmi2": "bmi2", "lzcnt": "abm", "movbe": "movbe", "avx512f": "avx512f",
                "avx512bw": "avx512bw", "avx512cd": "avx512cd", "avx512dq": "avx512dq", "avx512vl": "avx512vl",
                "avx512vnni": "avx512_vnni", "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
-               "avx512vbmi": "avx512vbmi", "avxvnni": "avx_vnni", "amx-tile": "amx_tile", "amx-bf16": "amx_bf16"},
+               "avx512vbmi": "avx512vbmi", "avxvnni": "avx_vnni", "amx-tile": "amx_tile", "amx-bf16": "amx_bf16",
+               "amx-int8": "amx_int8"},
     "aarch64": {"neon": "asimd", "fullfp16": "asimdhp", "dotprod": "asimddp", "sve": "sve", "i8mm": "i8mm",
                 "bf16": "bf16", "sve2": "sve2"},
 }
@@ -76,7 +77,7 @@ def host_mattr(mcpu: str) -> tuple[str, ...]:
 
 #: Features whose register state Linux hands a process only when it asks
 #: (AMX's tile data: 8 KB per thread); see ``amx_permitted``.
-ON_REQUEST = ("amx-tile", "amx-bf16")
+ON_REQUEST = ("amx-tile", "amx-bf16", "amx-int8")
 
 
 @functools.cache

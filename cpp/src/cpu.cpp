@@ -53,6 +53,7 @@ const CpuidBit kX86[] = {
     {"avx512bf16", 7, 1, kEax, 5, kZmm},     {"avx512fp16", 7, 0, kEdx, 23, kZmm},
     {"avx512vbmi", 7, 0, kEcx, 1, kZmm},     {"avxvnni", 7, 1, kEax, 4, kYmm},
     {"amx-tile", 7, 0, kEdx, 24, kTile},     {"amx-bf16", 7, 0, kEdx, 22, kTile},
+    {"amx-int8", 7, 0, kEdx, 25, kTile},
 };
 
 // AMX's tile data: Linux hands it to a process only when asked

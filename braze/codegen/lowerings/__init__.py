@@ -6,3 +6,4 @@ from . import conv, norm, pool  # noqa: F401
 from . import gather, resize  # noqa: F401
 from . import layout  # noqa: F401
 from . import attention  # noqa: F401
+from . import quant  # noqa: F401

@@ -15,8 +15,24 @@ _LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
 
 
 def accumulator_dtype(x: te.Tensor) -> str:
-    """The dtype a conv of ``x`` accumulates in: float32 for 16-bit floats."""
-    return "float32" if dtype(x) in ("float16", "bfloat16") else dtype(x)
+    """The dtype a conv of ``x`` accumulates in: float32 for 16-bit floats,
+    int32 for 8-bit integers (the result's type too)."""
+    return {"float16": "float32", "bfloat16": "float32", "int8": "int32", "uint8": "int32"}.get(dtype(x), dtype(x))
+
+
+def result_dtype(x: te.Tensor) -> str:
+    """A conv's result type: x's, or int32 for 8-bit integers."""
+    return "int32" if dtype(x) in ("int8", "uint8") else dtype(x)
+
+
+def pad_spatial(x: te.Tensor, before, after, pad_value: int = 0, tail: int = 0) -> te.Tensor:
+    """``x`` padded on its spatial dims (after N and C; ``tail`` dims after
+    them unpadded) with ``pad_value``: the ``conv_pad`` stage."""
+    if not any(before) and not any(after):
+        return x
+    zeros = [0] * tail
+    return topi.nn.pad(x, [0, 0, *before, *zeros], [0, 0, *after, *zeros],
+                       pad_value=tirx.const(pad_value, dtype(x)), name="conv_pad")
 
 
 def _add_bias(y: te.Tensor, bias: te.Tensor | None) -> te.Tensor:
@@ -27,16 +43,19 @@ def _add_bias(y: te.Tensor, bias: te.Tensor | None) -> te.Tensor:
 
 
 @lowering("nn.conv")
-def conv(x, w, bias=None, *, strides, pads, dilations, group):
+def conv(x, w, bias=None, *, strides, pads, dilations, group, pad_value=0):
     nd = len(x.shape) - 2
     if nd == 2:
-        return cast(_add_bias(_conv2d(x, w, strides, pads, dilations, group), bias), dtype(x))
+        y = _conv2d(x, w, strides, pads, dilations, group, pad_value)
+        return cast(_add_bias(y, bias), result_dtype(x))
+    if pad_value:
+        x, pads = pad_spatial(x, pads[:nd], pads[nd:], pad_value), [0] * len(pads)
     y = topi.nn.conv(x, w, list(strides), list(pads), list(dilations), group, _LAYOUTS[nd],
                      out_dtype=accumulator_dtype(x))
-    return cast(_add_bias(y, bias), dtype(x))
+    return cast(_add_bias(y, bias), result_dtype(x))
 
 
-def _conv2d(x, w, strides, pads, dilations, group):
+def _conv2d(x, w, strides, pads, dilations, group, pad_value=0):
     """NCHW convolution, grouped: the block the conv schedule rules take
     (``conv``, with its padding as a separate ``conv_pad`` stage)."""
     n, c, height, width = (int(d) for d in x.shape)
@@ -44,8 +63,7 @@ def _conv2d(x, w, strides, pads, dilations, group):
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
     oh = (height + pt + pb - dh * (kh - 1) - 1) // sh + 1
     ow = (width + pl + pr - dw * (kw - 1) - 1) // sw + 1
-    if any(pads):
-        x = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], name="conv_pad")
+    x = pad_spatial(x, (pt, pl), (pb, pr), pad_value)
     acc = accumulator_dtype(x)
     rc = te.reduce_axis((0, cg), name="rc")
     rh = te.reduce_axis((0, kh), name="rh")

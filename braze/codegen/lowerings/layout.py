@@ -5,7 +5,7 @@ rule takes (schedules/blocked.py)."""
 from tvm import te, tirx, topi
 
 from ..registry import anchor_attrs, lowering
-from .conv import accumulator_dtype, cast, dtype
+from .conv import accumulator_dtype, cast, dtype, pad_spatial, result_dtype
 
 
 @lowering("layout.to_blocked")
@@ -31,12 +31,12 @@ def from_blocked(x, *, channels=0):
 
 
 @lowering("nn.conv_blocked")
-def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block, widen: bool = False):
+def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block, pad_value=0, widen: bool = False):
     """out[n, ko, h, w, kl] for output channel ko*block + kl; the padding is
     a stage of its own (``conv_pad``), as in NCHW's conv2d. With ``widen``,
     a 16-bit input is read from a float32 copy, padded if the conv pads
     (``padded``)."""
-    plain, result = len(x.shape) == 4, dtype(x)
+    plain, result = len(x.shape) == 4, result_dtype(x)
     m, cg, kh, kw = (int(d) for d in w.shape)
     n, height, width = int(x.shape[0]), int(x.shape[2]), int(x.shape[3])
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilations, pads
@@ -45,9 +45,8 @@ def conv_blocked(x, w, bias=None, *, strides, pads, dilations, group, block, wid
     acc = accumulator_dtype(x)
     if widen and acc != x.dtype:
         x = padded(x, pt, pl, pb, pr, acc)
-    elif any(pads):
-        tail = [] if plain else [0]
-        x = topi.nn.pad(x, [0, 0, pt, pl, *tail], [0, 0, pb, pr, *tail], name="conv_pad")
+    else:
+        x = pad_spatial(x, (pt, pl), (pb, pr), pad_value, tail=0 if plain else 1)
     rh = te.reduce_axis((0, kh), name="rh")
     rw = te.reduce_axis((0, kw), name="rw")
     if group > 1 and cg == 1:  # depthwise: channel ko*block + kl reads its own input channel

@@ -20,16 +20,18 @@ def _shape(t: te.Tensor) -> tuple[int, ...]:
 def matmul(a, b):
     """numpy's matmul: a 1-D ``a`` is a row and a 1-D ``b`` a column, whose
     dims the result drops; batch dims broadcast (a 2-D weight is shared by
-    every batch)."""
+    every batch). Two 8-bit integer operands sum in int32, the result's type."""
     a_shape, b_shape = _shape(a), _shape(b)
     a_rows, b_cols = len(a_shape) > 1, len(b_shape) > 1
     a_batch, b_batch = a_shape[:-2], b_shape[:-2]
     batch = tuple(np.broadcast_shapes(a_batch, b_batch))
     out_shape = batch + a_shape[-2:-1] * a_rows + b_shape[-1:] * b_cols
+    integer = {dtype(a), dtype(b)} <= {"int8", "uint8"}
+    out = "int32" if integer else dtype(a)
     if a_shape[-1] == 0:  # an empty sum, which TVM would leave unwritten
-        return filled(out_shape, 0, dtype(a))
+        return filled(out_shape, 0, out)
     k = te.reduce_axis((0, a_shape[-1]), name="k")
-    acc = dtype(accumulate(a))
+    acc = "int32" if integer else dtype(accumulate(a))
 
     def batch_index(own, index):  # right-aligned, size-1 dims broadcast
         skip = len(batch) - len(own)
@@ -43,7 +45,7 @@ def matmul(a, b):
         rhs = b[(*batch_index(b_batch, outer), k, *j)]
         return te.sum(lhs.astype(acc) * rhs.astype(acc), axis=k)
 
-    return cast(te.compute(out_shape, at, name="matmul", attrs=anchor_attrs()), dtype(a))
+    return cast(te.compute(out_shape, at, name="matmul", attrs=anchor_attrs()), out)
 
 
 @lowering("nn.einsum")

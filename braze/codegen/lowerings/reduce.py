@@ -134,12 +134,54 @@ def mean(x, *, axes, keepdims):
     return cast(topi.divide(total, float(_count(x, axes))), dtype(x))
 
 
+#: rows at least this long are reduced by ``_along_rows``
+ROW_MIN = 32
+
+
+def _plain(largest: bool):
+    """TVM's own max (min) reducer, which ``rfactor`` splits into vector lanes:
+    no NaN rule, and the lowest (highest) finite value as its identity."""
+    if largest:
+        return te.comm_reducer(lambda a, b: tirx.max(a, b), lambda t: tirx.min_value(t), name="plain_max")
+    return te.comm_reducer(lambda a, b: tirx.min(a, b), lambda t: tirx.max_value(t), name="plain_min")
+
+
+def _along_rows(x: te.Tensor, axes, keepdims: bool, largest: bool) -> te.Tensor | None:
+    """A float max (min) along the innermost axis alone, of rows of at least
+    ``ROW_MIN``, as two reductions the schedules vectorize (``extreme``'s
+    NaN-aware combiner is no reducer TVM can split into lanes, so its rows
+    ran one element at a time): the plain extreme ``m``, and a flag per row
+    (the max of 2 for a NaN, 1 for an element equal to the plain identity
+    ``e``, the lowest finite float for a max). The row's result is NaN if
+    it holds one, else -inf (+inf) where ``m`` is ``e`` and no element was,
+    else ``m``. None for any other reduction."""
+    of, rank = dtype(x), len(x.shape)
+    if "float" not in of or tuple(axes) != (rank - 1,) or int(x.shape[-1]) < ROW_MIN:
+        return None
+    bound = tirx.min_value(of) if largest else tirx.max_value(of)
+    flags = te.compute(x.shape, lambda *i: tirx.Select(is_nan(x(*i)), tirx.const(2, of),
+                                                        tirx.Select(x(*i) == bound, tirx.const(1, of),
+                                                                    tirx.const(0, of))), name="row_flags")
+    m = reduce_over(x, axes, keepdims, _plain(largest), "max" if largest else "min")
+    flag = reduce_over(flags, axes, keepdims, _plain(True), "row_flag")
+    infinite = tirx.const(float("-inf") if largest else float("inf"), of)
+
+    def at(*i):
+        none = tirx.Select(tirx.all(m(*i) == bound, flag(*i) < tirx.const(1, of)), infinite, m(*i))
+        return tirx.Select(flag(*i) > tirx.const(1, of), tirx.const(float("nan"), of), none)
+
+    return te.compute(m.shape, at, name="extreme")
+
+
 @lowering("reduce.max")
 def max_(x, *, axes, keepdims):
     data = _no_bool(x)
     empty = _over_empty(x, axes, keepdims, False if dtype(x) == "bool" else worst(True, dtype(x)).value)
     if empty is not None:
         return empty
+    along_rows = _along_rows(data, axes, keepdims, True)
+    if along_rows is not None:
+        return along_rows
     return cast(reduce_over(data, axes, keepdims, extreme(True, dtype(data)), "max"), dtype(x))
 
 
@@ -149,6 +191,9 @@ def min_(x, *, axes, keepdims):
     empty = _over_empty(x, axes, keepdims, True if dtype(x) == "bool" else worst(False, dtype(x)).value)
     if empty is not None:
         return empty
+    along_rows = _along_rows(data, axes, keepdims, False)
+    if along_rows is not None:
+        return along_rows
     return cast(reduce_over(data, axes, keepdims, extreme(False, dtype(data)), "min"), dtype(x))
 
 

@@ -8,10 +8,12 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: flash.py (attention; its TIR in flash_kernel.py), gemm.py, amx.py, conv.py (conv2d), blocked.py, pointwise.py,
-depthwise.py, winograd.py; rule.py the rule table, its order and the machine-model
-helpers; tir.py the TIR helpers; generic.py the schedule of everything
-else. ``RULES`` lists the rules.
+One file per rule: flash.py (attention; its TIR in flash_kernel.py), gemm.py, amx.py, dpbf16.py, vnni.py
+(vnni and pmaddwd: 8-bit integer matmuls; their intrinsics in intrinsics_int8.py), amx_int8.py (8-bit
+integer matmuls on AMX tiles; its intrinsic in intrinsics_int8.py too), conv.py (conv2d),
+blocked.py, vnni_conv.py (vnni_conv and pmaddwd_conv: 8-bit integer blocked convs; their intrinsics in
+intrinsics_conv8.py), pointwise.py, depthwise.py, winograd.py; rule.py the rule table, its order and the
+machine-model helpers; tir.py the TIR helpers; generic.py the schedule of everything else. ``RULES`` lists the rules.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from tvm import s_tir, te
 from ...errors import BrazeError, ScheduleError, last_line
 from ... import interrupts
 from ..kernel import Kernel, compute
-from . import amx, blocked, conv, depthwise, dpbf16, flash, gemm, pointwise, winograd  # noqa: F401  (register the rules)
+from . import (amx, amx_int8, blocked, conv, depthwise, dpbf16, flash, gemm, pointwise, vnni,  # noqa: F401  (the rules)
+               vnni_conv, winograd)
 from .generic import attach_to_consumers, schedule_generic, schedule_rows
 from .rule import PRIORITY, RULES, Rule
 from .tir import Schedule, anchors, inline
@@ -50,6 +53,12 @@ class Choice:
     params: dict
 
 
+def _integer_product(op) -> bool:
+    """Whether ``op`` multiplies 8-bit integers (a quantized conv or matmul)."""
+    return op.name in ("nn.matmul", "nn.conv", "nn.conv_blocked") and all(
+        v.type.dtype in ("i8", "ui8") for v in op.operands[:2])
+
+
 def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
     """The rule (and parameters) for each anchor op of ``kernel``.
 
@@ -64,8 +73,9 @@ def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
     if wanted == "generic" or pins.get("function") is not None:
         return choices
     for index, op in enumerate(kernel.ops):
+        integer = _integer_product(op)
         for rule in RULES.values():
-            if op.name not in rule.ops or (wanted and rule.name != wanted):
+            if op.name not in rule.ops or (wanted and rule.name != wanted) or integer > rule.integer:
                 continue
             if not rule.applies(op, kernel, target):
                 continue

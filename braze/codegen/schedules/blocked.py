@@ -185,12 +185,12 @@ def blocked_packings(op, kernel, target, params) -> dict:
     return {index: Packing(f"conv-blocked-{bi}x{b}", (m // b, cg // bi, r, s, bi, b), pack, unpack)}
 
 
-def blocked_apply(sch, block, op, target, params, pairs: str | None = None) -> set[str]:
+def blocked_apply(sch, block, op, target, params, pairs: str | None = None, group: int = 2) -> set[str]:
     """``pairs``: the name of a tensor intrinsic that takes the vector of a
-    block's output channels over a pair of input channels (AVX512-BF16's
-    dot products, the ``dpbf16`` rule): the block's input channels are split
-    in pairs, the pair innermost under the vector, which the intrinsic
-    replaces."""
+    block's output channels over ``group`` input channels (a pair for
+    AVX512-BF16's dot products, the ``dpbf16`` rule; four uint8 for VNNI's,
+    ``vnni_conv``): the block's input channels are split in groups, the
+    group innermost under the vector, which the intrinsic replaces."""
     if int(params.get("chain", 0)) and not blocked_depthwise(op) and chain.defers(sch, block):
         return set()  # computed inside the depthwise conv that reads it
     if int(params.get("chain", 0)) and pairs is None and blocked_depthwise(op):
@@ -218,7 +218,7 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None) -> s
                 and extent(sch, reduce[0]) * bi > block_c and (extent(sch, reduce[0]) * bi) % block_c == 0)
     pair = []
     if pairs is not None:
-        rcp, r2 = sch.split(reduce[-1], [None, 2])
+        rcp, r2 = sch.split(reduce[-1], [None, group])
         reduce, pair = [*reduce[:-1], rcp], [r2]
     if k_blocks:
         # K blocks: a task is a tile of channel blocks over every row, its

@@ -82,7 +82,7 @@ def dw_lower(op, params):
     if int(params.get("form", 1)) != FLAT:
         return None
 
-    def fn(x, w, bias=None, *, strides, pads, dilations, group):
+    def fn(x, w, bias=None, *, strides, pads, dilations, group, pad_value=0):  # float convs: pad_value 0
         n, c, height, width = (int(d) for d in x.shape)
         kh, kw = (int(d) for d in w.shape[2:])
         pt, pl, pb, pr = (int(p) for p in pads)

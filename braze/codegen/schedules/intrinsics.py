@@ -81,12 +81,15 @@ AMX_K = 32
 
 
 @T.macro
-def _amx_config():
+def amx_config():
     """TIR that loads the tile configuration: palette 1, 8 tiles of 16 rows
-    x 64 bytes (A: 16 rows x 32 bf16; B: 16 k-pairs x 16 columns x 2 bf16;
-    C: 16 rows x 16 float32). A thread's configuration is its own, so every
-    call loads it (it costs about a hundred cycles; a call runs thousands)."""
-    cfg = T.alloc_local((64,), "uint8")
+    x 64 bytes (bfloat16 A: 16 rows x 32; B: 16 k-pairs x 16 columns x 2;
+    float32 C: 16 rows x 16; the int8 tiles are 64 bytes a row alike). A
+    thread's configuration is its own, so every call loads it (about a
+    hundred cycles; a call runs thousands). The buffer is of global scope:
+    TVM puts a small global buffer on the stack, a local one in its
+    workspace pool, an allocation and a free per call."""
+    cfg = T.decl_buffer((64,), "uint8", scope="global")
     for i in range(64):
         cfg[i] = T.uint8(0)
     cfg[0] = T.uint8(1)
@@ -139,7 +142,7 @@ def _amx_funcs(k: int, lead_a: int, lead_c: int):
             T.reads(C[zc + (slice(0, AMX_BLOCK), slice(0, AMX_BLOCK))], A[za + (slice(0, AMX_BLOCK), slice(0, k))],
                     B[0:2, 0:k // 2, 0:16, 0:2])
             T.writes(C[zc + (slice(0, AMX_BLOCK), slice(0, AMX_BLOCK))])
-            _amx_config()
+            amx_config()
             for t in T.unroll(4):  # the accumulators: C's four 16 x 16 quarters
                 T.call_llvm_intrin("void", "llvm.x86.tileloadd64", T.Cast("int8", t),
                                    T.address_of(C[zc + ((t // 2) * 16, (t % 2) * 16)]), T.Cast("int64", sc * 4))

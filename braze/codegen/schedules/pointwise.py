@@ -146,7 +146,7 @@ def pw_lower(op, params):
     _, k_out, oh, ow = (int(d) for d in op.results[0].type.shape)
     hw = oh * ow
 
-    def fn(x, w, bias=None, *, strides, pads, dilations, group):
+    def fn(x, w, bias=None, *, strides, pads, dilations, group, pad_value=0):  # float convs: pad_value 0
         n, c, _, width = (int(d) for d in x.shape)
         sh, sw = (int(s) for s in strides)
         cols = -(-hw // tile_n) * tile_n

@@ -64,6 +64,9 @@ class Rule:
     #: its online softmax is a loop-carried state that TE does not express);
     #: only for a kernel that is the op alone
     build: Callable | None = None
+    #: whether the rule schedules integer products (8-bit operands, int32
+    #: sums): the others, written for float arithmetic, never take them
+    integer: bool = False
 
     def widened(self, op, kernel) -> tuple[int, ...]:
         """The operands of ``op`` this rule widens to float32 in a stage (``stage_16bit``)."""
@@ -89,8 +92,13 @@ def halve_double(op, target, defaults) -> list[dict]:
 #: amx where there are AMX tiles), winograd before conv2d (it takes the 3x3
 #: stride-1 convs it pays on), pointwise before conv2d (every 1x1 conv),
 #: depthwise after it (the grouped convs whose groups conv2d's blocks do not
-#: fit), and amx before gemm (the bfloat16 matmuls a CPU with AMX tiles takes).
-PRIORITY = ("flash", "dpbf16", "winograd", "pointwise", "conv2d", "depthwise", "amx", "blocked", "gemm")
+#: fit), amx before gemm (the bfloat16 matmuls a CPU with AMX tiles takes),
+#: amx_int8, else vnni, else pmaddwd, before gemm (the 8-bit integer
+#: matmuls by a weight, whose int32 result gemm's float32 tiles do not
+#: compute; amx_int8 on a CPU with AMX tiles), and vnni_conv,
+#: else pmaddwd_conv, before blocked (the same for blocked 8-bit convs).
+PRIORITY = ("flash", "dpbf16", "winograd", "pointwise", "conv2d", "depthwise", "amx", "amx_int8", "vnni", "pmaddwd",
+            "vnni_conv", "pmaddwd_conv", "blocked", "gemm")
 
 
 RULES: dict[str, Rule] = {}

@@ -190,7 +190,8 @@ def _combine(matrix: np.ndarray, row, read) -> tirx.PrimExpr:
     return expr
 
 
-def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int = 4, block: int | None = None):
+def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int = 4, block: int | None = None,
+          pad_value=0):
     """The Winograd convolution of NCHW ``x`` with the packed transformed
     weights ``u``: the four stages of the module's doc, as TE. With
     ``block`` (``nn.conv_blocked``), ``x`` is blocked ``(N, C/bi, H, W, bi)``

@@ -68,9 +68,11 @@ def _same_pads(spatial, kernel, strides, dilations, auto_pad) -> tuple[int, ...]
 
 @converter("Conv")
 def conv(ctx, X, W, B=None, *, auto_pad="NOTSET", dilations=None, group=1, kernel_shape=None, pads=None,
-         strides=None):
+         strides=None, pad_value=0):
+    """``pad_value``: an integer conv's padding (a quantized input's zero point; converters/quant.py)."""
     window = _window(ctx, X, _kernel(ctx, kernel_shape, W), auto_pad, strides, pads, dilations)
-    return ctx.op("nn.conv", [v for v in (X, W, B) if v is not None], group=group, **window)
+    extra = {"pad_value": pad_value} if pad_value else {}
+    return ctx.op("nn.conv", [v for v in (X, W, B) if v is not None], group=group, **window, **extra)
 
 
 @converter("ConvTranspose")

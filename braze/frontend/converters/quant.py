@@ -1,19 +1,21 @@
 """ONNX quantization converters: QuantizeLinear, DequantizeLinear,
 DynamicQuantizeLinear, QLinearMatMul, QLinearConv, MatMulInteger, ConvInteger.
 
-Each decomposes into ops braze has, with ONNX's reference semantics:
+Each becomes ops braze has, with ONNX's reference semantics:
 
-* quantize: ``clip(round_half_even(x / scale) + zero_point)`` in float, cast
-  to the quantized type (clipping first keeps the cast in range);
-* dequantize: ``(x - zero_point) * scale`` in f32, rounded to the output type;
-* integer products: operands cast to i32 and their zero points subtracted
-  there, then ``nn.matmul``/``nn.conv`` in i32, which is exact;
+* quantize and dequantize: ``quant.quantize`` and ``quant.dequantize``
+  (ir/ops/quant.py), their scale and zero point shaped to broadcast;
+* integer matmuls: ``nn.matmul`` of the 8-bit operands themselves (exact
+  int32 sums), less the zero points' terms
+  (``za * colsum(B) + rowsum(A) * zb - K * za * zb``), so that a kernel
+  multiplies 8-bit values; integer convs: operands cast to i32 and their
+  zero points subtracted there, then ``nn.conv`` in i32, which is exact;
 * requantize (QLinear*): the i32 sum times ``x_scale * w_scale / y_scale``
   in f64, as the reference computes it, then quantize.
 
 Quantized types are int8, uint8, int16 and uint16; 4-bit, 2-bit and float
 (8, 6, 4-bit) types are refused by name. Folding DQ -> op -> Q into integer kernels is a
-pass's job, not the importer's.
+pass's job (passes/quant.py), not the importer's.
 """
 
 from __future__ import annotations
@@ -24,14 +26,13 @@ import numpy as np
 import onnx
 
 from ...errors import OnnxImportError
+from ...ir.ops.quant import RANGES
 from ...ir.types import DTYPES, FLOAT_DTYPES
 from ..importer import onnx_dtype
 from ..registry import converter
 from .conv import conv
 from .reduce import onnx_axis
 
-#: quantized element types -> (lowest, highest) value
-RANGES = {"i8": (-128, 127), "ui8": (0, 255), "i16": (-32768, 32767), "ui16": (0, 65535)}
 
 
 # --- types -------------------------------------------------------------------------------
@@ -132,22 +133,15 @@ def _saturate(ctx, y, dtype: str):
 
 
 def quantize(ctx, x, scale, zero_point, dtype: str, compute: str):
-    """saturate(round_half_even(x / scale) + zero_point), dividing in
-    ``compute`` (a float type); scale and zero point broadcast against x."""
-    q = ctx.op("math.round", [ctx.op("math.div", [_as(ctx, x, compute), _as(ctx, scale, compute)])])
-    wide = "f64" if compute == "f64" else "f32"  # holds every int16/uint16 zero point exactly
-    q = _as(ctx, q, wide)
-    if zero_point is not None:
-        q = ctx.op("math.add", [q, _as(ctx, zero_point, wide)])
-    return _saturate(ctx, q, dtype)
+    """``quant.quantize``: saturate(round_half_even(x / scale) + zero_point),
+    dividing in ``compute`` (a float type); scale and zero point broadcast against x."""
+    return ctx.op("quant.quantize", [x, scale] + ([zero_point] if zero_point is not None else []), dtype=dtype,
+                  compute=compute)
 
 
 def dequantize(ctx, x, scale, zero_point, dtype: str):
-    """(x - zero_point) * scale in f32, rounded once to ``dtype``."""
-    y = _as(ctx, x, "f32")
-    if zero_point is not None:
-        y = ctx.op("math.sub", [y, _as(ctx, zero_point, "f32")])
-    return _as(ctx, ctx.op("math.mul", [y, _as(ctx, scale, "f32")]), dtype)
+    """``quant.dequantize``: (x - zero_point) * scale in f32, rounded once to ``dtype``."""
+    return ctx.op("quant.dequantize", [x, scale] + ([zero_point] if zero_point is not None else []), dtype=dtype)
 
 
 def _centered(ctx, q, zero_point):
@@ -203,17 +197,25 @@ def dynamic_quantize_linear(ctx, x):
     """uint8 with scale = (max(0, max x) - min(0, min x)) / 255 (1 / 255
     for an all-zero x) and zero point = saturate(round(-min / scale))."""
     zero = ctx.const(np.float32(0))
-    axes = tuple(range(x.type.rank))
-    high = ctx.op("reduce.max", [x], axes=axes, keepdims=False) if axes else x
-    low = ctx.op("reduce.min", [x], axes=axes, keepdims=False) if axes else x
+    high, low = _whole(ctx, "reduce.max", x), _whole(ctx, "reduce.min", x)
     high, low = ctx.op("math.max", [high, zero]), ctx.op("math.min", [low, zero])
     span = ctx.op("math.sub", [high, low])
     span = ctx.op("math.where", [ctx.op("math.equal", [high, low]), ctx.const(np.float32(1)), span])
     scale = ctx.op("math.div", [span, ctx.const(np.float32(255))])
     shift = ctx.op("math.clip", [ctx.op("math.sub", [zero, ctx.op("math.div", [low, scale])])], min=0.0, max=255.0)
-    zero_point = ctx.op("math.round", [shift])
-    y = quantize(ctx, x, scale, zero_point, "ui8", "f32")
-    return y, scale, ctx.op("math.cast", [zero_point], to="ui8")
+    zero_point = ctx.op("math.cast", [ctx.op("math.round", [shift])], to="ui8")
+    return quantize(ctx, x, scale, zero_point, "ui8", "f32"), scale, zero_point
+
+
+def _whole(ctx, reduce: str, x):
+    """``reduce`` over every element of ``x``, in two steps where x has rows:
+    along each row first (rows in parallel, each one vectorized), then over
+    the rows' results; one reduction to a single value would run on one core."""
+    if x.type.rank == 0:
+        return x
+    if x.type.rank > 1:
+        x = ctx.op(reduce, [x], axes=(x.type.rank - 1,), keepdims=False)
+    return ctx.op(reduce, [x], axes=tuple(range(x.type.rank)), keepdims=False)
 
 
 # --- integer products -----------------------------------------------------------------------------
@@ -222,9 +224,37 @@ def matmul_integer(ctx, A, B, a_zero_point=None, b_zero_point=None):
     """A @ B in i32, less the zero points (a per row of A, b per column of B)."""
     _integer_type(ctx, A, "A")
     _integer_type(ctx, B, "B")
-    rows = A.type.shape[-2] if A.type.rank > 1 else 1
-    a = _centered(ctx, A, _per_row(ctx, a_zero_point, rows))
-    return ctx.op("nn.matmul", [a, _centered(ctx, B, b_zero_point)])
+    za, zb = (None if _is_zero(ctx, z) else z for z in (a_zero_point, b_zero_point))
+    if A.type.rank < 2 or B.type.rank < 2:  # a vector: the operands centered in i32
+        rows = A.type.shape[-2] if A.type.rank > 1 else 1
+        return ctx.op("nn.matmul", [_centered(ctx, A, _per_row(ctx, za, rows)), _centered(ctx, B, zb)])
+    return integer_matmul(ctx, A, B, _per_row(ctx, za, A.type.shape[-2]), zb)
+
+
+def integer_matmul(ctx, a, b, za, zb):
+    """sum_k (a - za)(b - zb) for 8-bit ``a`` [.., M, K] and ``b`` [.., K, N]
+    as ``a @ b`` on the 8-bit values (exact in i32) less ``za * colsum(b)``
+    and ``rowsum(a) * zb``, plus ``K * za * zb``; ``za`` broadcasts as a
+    column (per row of a), ``zb`` as a row (per column of b), either None."""
+    acc = ctx.op("nn.matmul", [a, b])
+    k = a.type.shape[-1]
+    if za is not None:
+        colsum = ctx.op("reduce.sum", [_as(ctx, b, "i32")], axes=(b.type.rank - 2,), keepdims=True)
+        acc = ctx.op("math.sub", [acc, ctx.op("math.mul", [_as(ctx, za, "i32"), colsum])])
+    if zb is not None:
+        rowsum = ctx.op("reduce.sum", [_as(ctx, a, "i32")], axes=(a.type.rank - 1,), keepdims=True)
+        acc = ctx.op("math.sub", [acc, ctx.op("math.mul", [rowsum, _as(ctx, zb, "i32")])])
+    if za is not None and zb is not None:
+        both = ctx.op("math.mul", [ctx.op("math.mul", [_as(ctx, za, "i32"), _as(ctx, zb, "i32")]),
+                                   ctx.const(np.int32(k))])
+        acc = ctx.op("math.add", [acc, both])
+    return acc
+
+
+def _is_zero(ctx, v) -> bool:
+    """Whether ``v`` is absent or a constant of zeros."""
+    data = ctx.maybe_value(v)
+    return v is None or (data is not None and not data.any())
 
 
 def _per_channel(ctx, v, channels: int, rank: int, axis: int):
@@ -243,6 +273,21 @@ def _integer_conv(ctx, x, x_zero_point, w, w_zero_point, bias, window: dict):
     if x_zero_point is not None and x_zero_point.type.size != 1:
         raise ctx.error(f"the input's zero point must be a scalar (per tensor), got {x_zero_point.type}")
     channels = w.type.shape[0]
+    weight, zx = ctx.maybe_value(w), ctx.maybe_value(x_zero_point) if x_zero_point is not None else np.uint8(0)
+    if x.type.dtype == "ui8" and w.type.dtype == "i8" and weight is not None and zx is not None \
+            and _is_zero(ctx, w_zero_point):
+        # the 8-bit operands themselves (an int8 kernel), the padding holding
+        # zx, less zx * sum(w) a channel (a constant)
+        zx = int(np.asarray(zx).reshape(()))
+        acc = conv(ctx, x, w, None, **window, pad_value=zx)
+        if zx:
+            sums = weight.astype(np.int64).reshape(channels, -1).sum(axis=1) * zx
+            acc = ctx.op("math.sub", [acc, ctx.const(sums.astype(np.int32).reshape(_on_axis(channels, 0,
+                                                                                            acc.type.rank - 1)))])
+        if bias is not None:
+            acc = ctx.op("math.add", [acc, ctx.op("tensor.reshape", [bias],
+                                                  shape=_on_axis(channels, 0, acc.type.rank - 1))])
+        return acc
     wz = _per_channel(ctx, w_zero_point, channels, w.type.rank, 0)
     xc, wc = _centered(ctx, x, x_zero_point), _centered(ctx, w, wz)
     return conv(ctx, xc, wc, bias, **window)

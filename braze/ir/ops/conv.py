@@ -16,12 +16,16 @@ from numpy.lib.stride_tricks import sliding_window_view
 from ...errors import VerifyError
 from ..registry import Int, Ints, Kind, OpDef, register
 from ..types import FLOAT_DTYPES, TensorType
-from .nn import wide
+from .nn import INT8_DTYPES, product_dtype, wide
 
 WINDOW_ATTRS = {"strides": Ints(), "pads": Ints(), "dilations": Ints()}
 #: nn.conv's element types: floats, and i32 for the quantized convs (ONNX
-#: ConvInteger, QLinearConv), summed exactly in i32 (wrapping as C does)
+#: ConvInteger, QLinearConv), summed exactly in i32 (wrapping as C does);
+#: besides, two 8-bit integer operands give an i32 result (``product_dtype``)
 CONV_DTYPES = FLOAT_DTYPES | {"i32"}
+#: an integer conv's attribute: the value its spatial padding holds (a
+#: quantized input's zero point, which stands for real 0)
+CONV_ATTRS = {"group": Int(1), "pad_value": Int(0)}
 
 
 # --- window helpers, shared with pool.py ----------------------------------------------
@@ -89,14 +93,20 @@ def windows(x: np.ndarray, kernel, strides, dilations, out_shape) -> np.ndarray:
 
 
 def _check_operands(x: TensorType, w: TensorType, bias: TensorType | None, channels: int,
-                    dtypes=FLOAT_DTYPES) -> None:
-    if x.dtype not in dtypes or w.dtype != x.dtype:
+                    dtypes=FLOAT_DTYPES, pad_value: int = 0) -> str:
+    """The result's element type, after checking the operands'."""
+    integer = x.dtype in INT8_DTYPES and w.dtype in INT8_DTYPES and dtypes is CONV_DTYPES
+    if not integer and (x.dtype not in dtypes or w.dtype != x.dtype):
         raise VerifyError(f"needs input and weight of one element type among {', '.join(sorted(dtypes))}, "
-                          f"got {x} and {w}")
+                          f"or two 8-bit integer types, got {x} and {w}")
     if w.rank != x.rank:
         raise VerifyError(f"weight {w} must have the input's rank {x.rank}")
-    if bias is not None and (bias.shape != (channels,) or bias.dtype != x.dtype):
-        raise VerifyError(f"bias must be {TensorType((channels,), x.dtype)}, got {bias}")
+    result = product_dtype(x, w) if integer else x.dtype
+    if bias is not None and (bias.shape != (channels,) or bias.dtype != result):
+        raise VerifyError(f"bias must be {TensorType((channels,), result)}, got {bias}")
+    if pad_value and not integer:
+        raise VerifyError(f"pad_value {pad_value} needs 8-bit integer operands, got {x} and {w}")
+    return result
 
 
 @register
@@ -104,28 +114,32 @@ class Conv(OpDef):
     """Grouped N-d convolution (cross-correlation, ONNX Conv): ``x`` is
     (N, C, *spatial), ``w`` is (M, C/group, *kernel), optional ``bias`` (M,);
     the result is (N, M, *out) with out = (in + pads - dilation*(k-1) - 1) // stride + 1.
-    ``pads`` lists all begins, then all ends."""
+    ``pads`` lists all begins, then all ends. 8-bit integer x and w (either
+    signedness) give exact int32 sums, the padding holding ``pad_value``."""
 
     name = "nn.conv"
     contraction = "conv"
     kind = Kind.ANCHOR
     operands = ("x", "w", "bias?")
-    attrs = {**WINDOW_ATTRS, "group": Int(1)}
+    attrs = {**WINDOW_ATTRS, **CONV_ATTRS}
 
-    def infer(self, x, w, bias=None, *, strides, pads, dilations, group):
+    def infer(self, x, w, bias=None, *, strides, pads, dilations, group, pad_value=0):
         kernel = w.shape[2:]
         check_window(x, kernel, strides, pads, dilations)
-        _check_operands(x, w, bias, w.shape[0], CONV_DTYPES)
+        result = _check_operands(x, w, bias, w.shape[0], CONV_DTYPES, pad_value)
         if group < 1 or x.shape[1] != w.shape[1] * group or w.shape[0] % group:
             raise VerifyError(f"input {x} and weight {w} do not fit group={group} "
                               "(need C == weight.shape[1] * group and M divisible by group)")
         out = window_out_shape(x.shape[2:], kernel, strides, pads, dilations)
-        return x.with_shape((x.shape[0], w.shape[0], *out))
+        return TensorType((x.shape[0], w.shape[0], *out), result)
 
-    def evaluate(self, x, w, bias=None, *, strides, pads, dilations, group):
+    def evaluate(self, x, w, bias=None, *, strides, pads, dilations, group, pad_value=0):
         (n, c), (m, kernel) = x.shape[:2], (w.shape[0], w.shape[2:])
         out = window_out_shape(x.shape[2:], kernel, strides, pads, dilations)
-        cols = windows(pad_spatial(wide(x), pads, 0.0), kernel, strides, dilations, out)
+        integer = x.dtype.itemsize == w.dtype.itemsize == 1 and x.dtype.kind in "iu" and w.dtype.kind in "iu"
+        if integer:
+            x, w = x.astype(np.int32), w.astype(np.int32)
+        cols = windows(pad_spatial(wide(x), pads, pad_value), kernel, strides, dilations, out)
         # im2col: (N, group, out positions, C/group * kernel) @ (group, C/group * kernel, M/group)
         cols = cols.reshape(n, group, c // group, math.prod(out), math.prod(kernel)).transpose(0, 1, 3, 2, 4)
         cols = cols.reshape(n, group, math.prod(out), -1)

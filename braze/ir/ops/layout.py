@@ -22,7 +22,7 @@ import numpy as np
 
 from ...errors import VerifyError
 from ..registry import Int, Kind, OpDef, register
-from .conv import WINDOW_ATTRS, Conv, is_depthwise
+from .conv import CONV_ATTRS, WINDOW_ATTRS, Conv, is_depthwise
 
 
 def blocks_of(channels: int, block: int) -> int:
@@ -108,9 +108,9 @@ class ConvBlocked(OpDef):
     contraction = "conv"
     kind = Kind.ANCHOR
     operands = ("x", "w", "bias?")
-    attrs = {**WINDOW_ATTRS, "group": Int(1), "block": Int()}
+    attrs = {**WINDOW_ATTRS, **CONV_ATTRS, "block": Int()}
 
-    def infer(self, x, w, bias=None, *, strides, pads, dilations, group, block):
+    def infer(self, x, w, bias=None, *, strides, pads, dilations, group, block, pad_value=0):
         if w.rank != 4 or x.rank not in (4, 5):
             raise VerifyError(f"needs a 2-D conv: weight of rank 4 and an input of rank 4 (plain) or 5 "
                               f"(blocked), got {x} and {w}")
@@ -124,13 +124,15 @@ class ConvBlocked(OpDef):
             raise VerifyError(f"group must be 1, or (depthwise, or groups of whole blocks of input and output "
                               f"channels) with a blocked input of the output's block; got group={group} for "
                               f"{x} and {w}")
-        y = Conv().infer(plain, w, bias, strides=strides, pads=pads, dilations=dilations, group=group)
+        y = Conv().infer(plain, w, bias, strides=strides, pads=pads, dilations=dilations, group=group,
+                         pad_value=pad_value)
         n, _, oh, ow = y.shape
         return y.with_shape((n, m // block, oh, ow, block))
 
-    def evaluate(self, x, w, bias=None, *, strides, pads, dilations, group, block):
+    def evaluate(self, x, w, bias=None, *, strides, pads, dilations, group, block, pad_value=0):
         plain = from_blocked_array(x) if x.ndim == 5 else x
-        y = Conv().evaluate(plain, w, bias, strides=strides, pads=pads, dilations=dilations, group=group)
+        y = Conv().evaluate(plain, w, bias, strides=strides, pads=pads, dilations=dilations, group=group,
+                            pad_value=pad_value)
         return np.ascontiguousarray(to_blocked_array(y, block))
 
 

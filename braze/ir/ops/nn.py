@@ -28,6 +28,19 @@ def check_axis(x: TensorType, axis: int) -> None:
         raise VerifyError(f"axis {axis} must be in [0, {x.rank}) for {x}")
 
 
+#: 8-bit integer element types a matmul or conv may multiply (any pair),
+#: summing exactly in int32: the integer products of quantized models
+INT8_DTYPES = frozenset({"i8", "ui8"})
+
+
+def product_dtype(a: TensorType, b: TensorType) -> str:
+    """The result type of a product of ``a`` and ``b``: int32 for two 8-bit
+    integer operands (of either signedness), else their one element type."""
+    if a.dtype in INT8_DTYPES and b.dtype in INT8_DTYPES:
+        return "i32"
+    return _same_dtype(a, b)
+
+
 def _same_dtype(*types: TensorType) -> str:
     if len({t.dtype for t in types}) > 1:
         raise VerifyError(f"operand element types differ: {', '.join(map(str, types))}")
@@ -37,7 +50,9 @@ def _same_dtype(*types: TensorType) -> str:
 @register
 class MatMul(OpDef):
     """Matrix product with numpy's semantics: 1-D operands are promoted to
-    matrices and the promoted dim dropped again; batch dims broadcast."""
+    matrices and the promoted dim dropped again; batch dims broadcast.
+    Operands of one element type give that type; two 8-bit integer operands
+    (int8 or uint8, either side) give their exact int32 sum of products."""
 
     name = "nn.matmul"
     contraction = "matmul"
@@ -45,7 +60,7 @@ class MatMul(OpDef):
     operands = ("a", "b")
 
     def infer(self, a, b):
-        dtype = _same_dtype(a, b)
+        dtype = product_dtype(a, b)
         if a.rank == 0 or b.rank == 0:
             raise VerifyError(f"operands must have rank 1 or more, got {a} and {b}")
         ash = a.shape if a.rank > 1 else (1, *a.shape)
@@ -58,6 +73,8 @@ class MatMul(OpDef):
         return TensorType(shape, dtype)
 
     def evaluate(self, a, b):
+        if a.dtype.kind in "iu" and b.dtype.kind in "iu" and a.dtype.itemsize == b.dtype.itemsize == 1:
+            return np.matmul(a.astype(np.int32), b.astype(np.int32))
         return np.matmul(wide(a), wide(b)).astype(a.dtype)
 
 

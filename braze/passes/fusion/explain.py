@@ -61,6 +61,17 @@ class Raised:
 
 
 @dataclass
+class Quantized:
+    """A conv or matmul of dequantized operands (the fold-quant pass)."""
+
+    name: str  # its ONNX node
+    op: str
+    folded: bool  # computed on the integers
+    reason: str  # why it was kept in float ("" when folded)
+    nodes: list[str]  # the dequantize nodes folded into it
+
+
+@dataclass
 class Refusal:
     nodes: list[str]  # the ONNX nodes the rule tried to put together
     reason: str  # one of REASONS
@@ -89,6 +100,8 @@ class FusionReport:
     #: ops a rule made by raising a pattern (level 3's ``nn.attention``):
     #: one kernel each, with the ONNX nodes they replace
     raised: list[Raised] = field(default_factory=list)
+    #: the products of dequantized operands: folded to integers, or kept in float and why
+    quantized: list[Quantized] = field(default_factory=list)
     refused: list[Refusal] = field(default_factory=list)
     rules: dict[str, RuleStats] = field(default_factory=dict)
     estimate: dict | None = None  # ModelEstimate.to_dict() on an Ascend-like target
@@ -116,6 +129,7 @@ class FusionReport:
             "kernels": self.kernels,
             "groups": [asdict(g) for g in self.groups],
             "raised": [asdict(r) for r in self.raised],
+            "quantized": [asdict(q) for q in self.quantized],
             "refused": [asdict(r) for r in self.refused],
             "rules": {name: asdict(s) for name, s in self.rules.items()},
         }
@@ -154,6 +168,13 @@ class FusionReport:
             lines += ["", f"  raised to one op ({len(self.raised)}):"]
             for r in self.raised:
                 lines.append(f"  {r.name}  {r.rule}  {r.op}  <- {', '.join(r.nodes)}")
+        if self.quantized:
+            folded = sum(q.folded for q in self.quantized)
+            lines += ["", f"  quantized products: {folded} folded to integer kernels, "
+                          f"{len(self.quantized) - folded} kept in float:"]
+            for q in self.quantized:
+                state = f"folded  <- {', '.join(q.nodes)}" if q.folded else f"kept    ({q.reason})"
+                lines.append(f"  {q.name}  {q.op}  {state}")
         if self.refused:
             lines += ["", f"  refused merges ({len(self.refused)}):"]
             for r in self.refused:

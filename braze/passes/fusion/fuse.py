@@ -24,7 +24,7 @@ from ...ir.registry import Kind
 from ..manager import Pass, register_pass
 from ..precision import group_dtype
 from .controls import Controls, FusionOptions
-from .explain import FusionReport, GroupRecord, Raised, RuleStats
+from .explain import FusionReport, GroupRecord, Quantized, Raised, RuleStats
 from .graph import SKIPPED, Graph, node_name, node_names
 from .manual import ManualRule, load_rules, parse_rules
 from .planner import Cluster, Planner
@@ -73,6 +73,7 @@ def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=N
         _run_to_fixpoint(rule, plan)
     plan.write_refusals(report)
     _unusable_rules(report, options.strict_rules)
+    report.quantized = quantized_ops(func)
     report.groups = materialize(func, graph, plan, options.level)
     report.raised = raised_ops(func)
     report.kernels = count_ops(func)
@@ -259,6 +260,20 @@ def topo_sort(block: Block) -> None:
                 heapq.heappush(ready, (position[id(user)], user))
     assert len(order) == len(ops), "fusion left a cycle in the graph"
     block.ops = order + block.ops[-1:]
+
+
+def quantized_ops(func: Func) -> list[Quantized]:
+    """The products the fold-quant pass looked at (``braze.quant``): folded, or kept and why."""
+    from ..quant import QUANT, QUANT_FROM
+
+    found = []
+    for op in func.body.ops:
+        state = op.attributes.get(QUANT)
+        if state is not None:
+            folded = state == "folded"
+            found.append(Quantized(node_name(op), op.name, folded, "" if folded else state.removeprefix("kept: "),
+                                   list(op.attributes.get(QUANT_FROM, ()))))
+    return found
 
 
 def raised_ops(func: Func) -> list[Raised]:

@@ -112,7 +112,7 @@ def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = 
 
     pm = PassManager.parse(PREPARE)
     if level > 0:  # before constant folding makes the weights' dequantizes float constants
-        pm.passes.insert(0, FoldQuant())
+        pm.passes.insert(0, FoldQuant(**_int8_kernels(target)))
         options = fusion if isinstance(fusion, FusionOptions) else _fusion_options(dict(fusion or {}))
     if level >= 3:  # before precision and layout, which would split the pattern with their ops
         pm.passes.append(RaiseAttention(**{f.name: getattr(options, f.name)
@@ -130,6 +130,20 @@ def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = 
             values["tile_limit"] = target.npu.ub_size
         pm.passes.append(Fuse(**{**values, "level": level}))
     return pm
+
+
+def _int8_kernels(target) -> dict:
+    """Which quantized products ``fold-quant`` computes on the integers for
+    ``target`` (None: the host CPU): those an int8 rule takes faster than
+    the float kernel: convs where the CPU has VNNI, matmuls where it has
+    VNNI, AMX-INT8 or AVX2; none on other targets."""
+    from .codegen.schedules.vnni import has_pmaddwd, has_vnni
+    from .targets import get_target
+
+    target = target if target is not None else get_target("cpu")
+    if target.family != "cpu" or target.npu is not None:
+        return {"convs": False, "matmuls": False}
+    return {"convs": has_vnni(target), "matmuls": has_vnni(target) or has_pmaddwd(target)}
 
 
 def _with_controls(fusion, controls: dict) -> dict:

@@ -181,3 +181,18 @@ def test_dynamically_quantized_transformer_layer_matches_onnxruntime(tmp_path):
     for x in _inputs((1, 8, 32), 3, seed=10):
         ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
         np.testing.assert_allclose(ours, ref, rtol=0, atol=_dynamic_step(model, x))
+
+
+def test_convs_stay_float_where_the_cpu_has_no_vnni(static_cnn):  # noqa: F811
+    """On an AVX2 target (no VNNI) the pipeline folds matmuls, not convs,
+    and the convs record why; on a non-CPU target nothing is folded."""
+    from braze.pipeline import pipeline
+    from braze.targets import get_target
+
+    fold = pipeline(2, target=get_target("cpu-avx2")).passes[0]
+    assert (fold.name, fold.convs, fold.matmuls) == ("fold-quant", False, True)
+    assert not pipeline(2, target=get_target("cuda-sm80")).passes[0].matmuls
+    module = import_onnx(onnx.load(static_cnn))
+    PassManager([fold]).run(module)
+    states = {op.name: op.attributes.get("braze.quant") for op in module.main.walk() if op.name.startswith("nn.")}
+    assert states == {"nn.conv": "kept: no int8 conv kernel on this target", "nn.matmul": "folded"}

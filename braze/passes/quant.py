@@ -37,7 +37,11 @@ reason is recorded on the op (``braze.quant = "kept: ..."``):
 - ``weight zero point is not zero`` (``onnxruntime.quantization`` writes
   symmetric int8 weights: zero);
 - ``uint8 weights``: the integer kernels multiply uint8 by int8;
-- ``batched weight``: a matmul's weight must be 2-D.
+- ``batched weight``: a matmul's weight must be 2-D;
+- ``no int8 conv (matmul) kernel on this target``: the pass's ``convs``
+  (``matmuls``) option is off. The pipeline turns convs off on CPUs
+  without VNNI (the exact AVX2 int8 conv is slower than the float one) and
+  both on non-CPU targets.
 
 An int8 input is moved to uint8 (``x + 128``, with ``zx + 128``). The pass
 runs first, at fusion levels 1 to 3, before constant folding turns the
@@ -76,12 +80,19 @@ class FoldQuant(Pass):
 
     name: ClassVar[str] = "fold-quant"
     title: ClassVar[str] = "FoldQuant"
+    #: fold convs (matmuls): off where the target has no int8 kernel faster than its float one
+    convs: bool = True
+    matmuls: bool = True
 
     def run(self, module: Module) -> bool:
         func = module.main
         value = Evaluator(module)
         folded = 0
         for op in [op for op in func.body.ops if op.name in PRODUCTS]:
+            if not (self.convs if op.name == "nn.conv" else self.matmuls):
+                if _dequantized(op.operands[0], value) is not None:
+                    op.attributes[QUANT] = f"kept: no int8 {op.name.removeprefix('nn.')} kernel on this target"
+                continue
             reason = _fold(op, module, value)
             if reason is None:
                 folded += 1

@@ -164,5 +164,5 @@ def test_pass_options_round_trip():
     p = RaiseAttention(no_fuse=["Slice"], switch={"attention": "off"})
     assert str(p) == "raise-attention{no-fuse=Slice switch=attention=off}"
     assert parse_pass(str(p)) == p
-    assert str(pipeline(3)).startswith("canonicalize,cse,dce,raise-attention,")
+    assert str(pipeline(3)).startswith("fold-quant,canonicalize,cse,dce,raise-attention,")
     assert "raise-attention" not in str(pipeline(2))

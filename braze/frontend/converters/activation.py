@@ -64,3 +64,33 @@ def clip(ctx, input, min=None, max=None):  # noqa: A002  (ONNX's input names)
     low = ctx.scalar(min, low, "'min'")
     high = ctx.scalar(max, high, "'max'")
     return ctx.op("math.clip", [input], min=float(low), max=float(high))
+
+
+def _scalar_like(ctx, x, value):
+    """``value`` as a scalar constant of x's element type."""
+    return ctx.const(np.array(value, x.type.np_dtype))
+
+
+@converter("Celu", since=12)
+def celu(ctx, X, *, alpha=1.0):
+    """x where x > 0, else alpha * (exp(x / alpha) - 1)."""
+    a = _scalar_like(ctx, X, alpha)
+    negative = ctx.op("math.mul", [a, ctx.op("math.sub", [ctx.op("math.exp", [ctx.op("math.div", [X, a])]),
+                                                          _scalar_like(ctx, X, 1)])])
+    return ctx.op("math.where", [ctx.op("math.greater", [X, _scalar_like(ctx, X, 0)]), X, negative])
+
+
+@converter("Shrink", since=9)
+def shrink(ctx, input, *, bias=0.0, lambd=0.5):  # noqa: A002  (ONNX's input name)
+    """x - bias where x > lambd, x + bias where x < -lambd, else 0."""
+    lam, b, zero = (_scalar_like(ctx, input, v) for v in (lambd, bias, 0))
+    inner = ctx.op("math.where", [ctx.op("math.less", [input, ctx.op("math.neg", [lam])]),
+                                  ctx.op("math.add", [input, b]), zero])
+    return ctx.op("math.where", [ctx.op("math.greater", [input, lam]), ctx.op("math.sub", [input, b]), inner])
+
+
+@converter("ThresholdedRelu", since=10)
+def thresholded_relu(ctx, X, *, alpha=1.0):
+    """x where x > alpha, else 0."""
+    return ctx.op("math.where", [ctx.op("math.greater", [X, _scalar_like(ctx, X, alpha)]), X,
+                                 _scalar_like(ctx, X, 0)])

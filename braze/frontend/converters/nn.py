@@ -147,3 +147,38 @@ def topk(ctx, X, K, *, axis=-1, largest=1, sorted=1):
 def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
     axis = onnx_axis(ctx, ctx.scalar(axis, what="'axis'"), x.type.rank)
     return ctx.op("nn.cumsum", [x], axis=axis, exclusive=bool(exclusive), reverse=bool(reverse))
+
+
+def _hardmax(ctx, x, axis: int):
+    """1 at the first largest element along ``axis``, 0 elsewhere."""
+    n = x.type.shape[axis]
+    index = ctx.op("reduce.argmax", [x], axis=axis, keepdims=True, select_last_index=False)
+    positions = ctx.const(np.arange(n, dtype=np.int64).reshape([n if a == axis else 1 for a in range(x.type.rank)]))
+    return ctx.op("math.cast", [ctx.op("math.equal", [positions, index])], to=x.type.dtype)
+
+
+@converter("Hardmax")
+def hardmax_2d(ctx, input, *, axis=1):  # noqa: A002  (ONNX's input name)
+    """Before opset 13 the input is viewed as 2-D, (dims before axis) x (the rest)."""
+    shape, axis = input.type.shape, onnx_axis(ctx, axis, input.type.rank)
+    rows = ctx.op("tensor.reshape", [input], shape=(math.prod(shape[:axis]), math.prod(shape[axis:])))
+    return ctx.op("tensor.reshape", [_hardmax(ctx, rows, 1)], shape=shape)
+
+
+@converter("Hardmax", since=13)
+def hardmax(ctx, input, *, axis=-1):  # noqa: A002
+    return _hardmax(ctx, input, onnx_axis(ctx, axis, input.type.rank))
+
+
+@converter("LpNormalization")
+def lp_normalization(ctx, input, *, axis=-1, p=2):  # noqa: A002
+    """x / (sum |x| ** p along axis) ** (1 / p), for p 1 or 2; 0 where the norm is 0 (ONNX's reference)."""
+    if p not in (1, 2):
+        raise ctx.error(f"p={p} is not an ONNX LpNormalization norm; use 1 or 2")
+    axis = onnx_axis(ctx, axis, input.type.rank)
+    if p == 2:
+        norm = ctx.op("reduce.l2", [input], axes=(axis,), keepdims=True)
+    else:
+        norm = ctx.op("reduce.sum", [ctx.op("math.abs", [input])], axes=(axis,), keepdims=True)
+    zero = ctx.const(np.zeros((), input.type.np_dtype))
+    return ctx.op("math.where", [ctx.op("math.equal", [norm, zero]), zero, ctx.op("math.div", [input, norm])])

@@ -3,10 +3,14 @@
 The axes of a reduction moved from an attribute to an input at opset 13
 (ReduceSum) or 18 (the others); both forms land on the same IR op with
 explicit, sorted, non-negative axes. ReduceL1, ReduceSumSquare and
-ReduceLogSum become reduce.sum with an elementwise op before or after it.
+ReduceLogSum become reduce.sum with an elementwise op before or after it;
+ReduceLogSumExp is ``log(sum(exp(x - m))) + m`` with m the max (0 where
+it is infinite).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..registry import converter
 
@@ -79,6 +83,31 @@ def _converters(op: str, before, after):
 
     return axes_attribute, axes_input
 
+
+def _log_sum_exp(ctx, data, axes, keepdims, noop_with_empty_axes):
+    """log(sum(exp(x))) shifted by the max, so that exp cannot overflow."""
+    top = reduce(ctx, "reduce.max", data, axes, True, noop_with_empty_axes)
+    if top is data:  # no axes: each element alone
+        return data
+    zero = ctx.const(np.array(0, top.type.np_dtype))
+    shift = ctx.op("math.where", [ctx.op("math.isinf", [top]), zero, top])
+    total = reduce(ctx, "reduce.sum", ctx.op("math.exp", [ctx.op("math.sub", [data, shift])]), axes, keepdims,
+                   noop_with_empty_axes)
+    if not keepdims:
+        shift = ctx.op("tensor.reshape", [shift], shape=total.type.shape)
+    return ctx.op("math.add", [ctx.op("math.log", [total]), shift])
+
+
+def _log_sum_exp_attribute(ctx, data, *, axes=None, keepdims=1):
+    return _log_sum_exp(ctx, data, axes, keepdims, 0)
+
+
+def _log_sum_exp_input(ctx, data, axes=None, /, *, keepdims=1, noop_with_empty_axes=0):
+    return _log_sum_exp(ctx, data, ctx.ints(axes, "'axes'"), keepdims, noop_with_empty_axes)
+
+
+converter("ReduceLogSumExp")(_log_sum_exp_attribute)
+converter("ReduceLogSumExp", since=18)(_log_sum_exp_input)
 
 for _onnx, (_ir, _before, _after) in REDUCE.items():
     _old, _new = _converters(_ir, _before, _after)

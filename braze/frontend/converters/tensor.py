@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ...errors import VerifyError
 from ...ir.registry import broadcast_shapes
+from ...ir.types import DTYPES
+from ..importer import onnx_dtype
 from ..registry import converter
 
 
@@ -265,3 +269,26 @@ def pad(ctx, data, pads, constant_value=None, axes=None, *, mode="constant"):
         amounts = full
     value = ctx.scalar(constant_value, 0.0, "'constant_value'")
     return ctx.op("tensor.pad", [data], pads=tuple(amounts), mode=mode, value=float(value))
+
+
+@converter("Trilu", since=14)
+def trilu(ctx, input, k=None, *, upper=1):  # noqa: A002  (ONNX's input name)
+    """The upper (lower) triangle of the last two dims from diagonal ``k``
+    on (up to), zeros elsewhere: a constant mask, the shape being static."""
+    if input.type.rank < 2:
+        raise ctx.error(f"needs an input of rank 2 or more, got {input.type}")
+    diagonal = int(ctx.scalar(k, 0, "'k'"))
+    rows, cols = input.type.shape[-2:]
+    offset = np.arange(cols)[None, :] - np.arange(rows)[:, None]
+    keep = offset >= diagonal if upper else offset <= diagonal
+    zero = ctx.const(np.zeros((), input.type.np_dtype))
+    return ctx.op("math.where", [ctx.const(keep), input, zero])
+
+
+@converter("EyeLike", since=9)
+def eye_like(ctx, input, *, dtype=None, k=0):  # noqa: A002
+    """Ones on diagonal ``k`` of a 2-D tensor of the input's shape, a constant."""
+    if input.type.rank != 2:
+        raise ctx.error(f"needs a 2-D input, got {input.type}")
+    out = onnx_dtype(dtype, f"node {ctx.node_name} (EyeLike): attribute 'dtype'") if dtype else input.type.dtype
+    return ctx.const(np.eye(*input.type.shape, k=k, dtype=DTYPES[out]))

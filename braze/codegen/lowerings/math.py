@@ -234,6 +234,37 @@ for _name, _fn in [("sqrt", topi.sqrt), ("exp", topi.exp), ("log", topi.log), ("
                    ("cos", topi.cos), ("erf", fast.erf_or_exact), ("sigmoid", fast.sigmoid), ("floor", topi.floor),
                    ("ceil", topi.ceil), ("round", topi.round)]:  # topi.round ties to even, as ONNX
     lowering(f"math.{_name}")(_float_unary(_fn))
+for _name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"):
+    lowering(f"math.{_name}")(_float_unary(getattr(topi, _name)))
+for _name, _fn in [("bitwise_and", topi.bitwise_and), ("bitwise_or", topi.bitwise_or),
+                   ("bitwise_xor", topi.bitwise_xor)]:
+    lowering(f"math.{_name}")(_fn)
+lowering("math.bitwise_not")(topi.bitwise_not)
+
+
+def _shift(left: bool):
+    """ONNX BitShift (ir/ops/math.py ``_shift``): a count outside [0, width) gives the sign's fill."""
+    def lower(x, y):
+        dtype = str(x.dtype)
+        bits = int(dtype.removeprefix("u").removeprefix("int"))
+
+        def f(v, n):
+            count = n.astype("int64")
+            outside = tirx.Or(count < 0, count >= bits)
+            safe = tirx.Select(outside, const(0, dtype), n)
+            shifted = (v << safe) if left else (v >> safe)
+            if left or dtype.startswith("u"):
+                fill = const(0, dtype)
+            else:
+                fill = tirx.Select(v < const(0, dtype), const(-1, dtype), const(0, dtype))
+            return tirx.Select(outside, fill, shifted)
+
+        return elementwise(f, x, y, name="shift")
+    return lower
+
+
+lowering("math.shift_left")(_shift(True))
+lowering("math.shift_right")(_shift(False))
 
 
 @lowering("math.reciprocal")

@@ -25,8 +25,11 @@ UNARY = {
     "Cos": "math.cos", "Tanh": "math.tanh", "Erf": "math.erf", "Sigmoid": "math.sigmoid",
     "Floor": "math.floor", "Ceil": "math.ceil", "Round": "math.round", "Not": "math.not",
     "IsNaN": "math.isnan", "Relu": "math.relu", "HardSwish": "math.hard_swish",
-    "Softplus": "math.softplus", "Softsign": "math.softsign",
+    "Softplus": "math.softplus", "Softsign": "math.softsign", "Tan": "math.tan", "Asin": "math.asin",
+    "Acos": "math.acos", "Atan": "math.atan", "Sinh": "math.sinh", "Cosh": "math.cosh", "Asinh": "math.asinh",
+    "Acosh": "math.acosh", "Atanh": "math.atanh",
 }
+BITWISE_18 = {"BitwiseAnd": "math.bitwise_and", "BitwiseOr": "math.bitwise_or", "BitwiseXor": "math.bitwise_xor"}
 # Variadic ops, folded left to right into chains of binary ops.
 VARIADIC = {"Sum": "math.add", "Min": "math.min", "Max": "math.max"}
 
@@ -90,6 +93,16 @@ for _onnx, _ir in COMPARE_12.items():
     converter(_onnx, since=12)(_binary(_ir))
 for _onnx, _ir in UNARY.items():
     converter(_onnx)(_unary(_ir))
+for _onnx, _ir in BITWISE_18.items():
+    converter(_onnx, since=18)(_binary(_ir))
+converter("BitwiseNot", since=18)(_unary("math.bitwise_not"))
+
+
+@converter("BitShift", since=11)
+def bit_shift(ctx, X, Y, *, direction):
+    if direction not in ("LEFT", "RIGHT"):
+        raise ctx.error(f"direction must be 'LEFT' or 'RIGHT', got {direction!r}")
+    return ctx.op("math.shift_left" if direction == "LEFT" else "math.shift_right", [X, Y])
 for _onnx, _ir in VARIADIC.items():
     converter(_onnx)(_variadic(_ir))
 

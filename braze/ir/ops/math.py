@@ -14,7 +14,7 @@ import numpy as np
 
 from ...errors import VerifyError
 from ..registry import Bool, Kind, Str, broadcast_shapes, define
-from ..types import DTYPES, FLOAT_DTYPES, TensorType
+from ..types import DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorType
 
 
 # --- type inference ------------------------------------------------------------------
@@ -48,6 +48,28 @@ def _broadcast(a: TensorType, b: TensorType, **_) -> TensorType:
     if a.dtype != b.dtype:
         raise VerifyError(f"operand element types differ: {a.dtype} and {b.dtype}")
     return TensorType(broadcast_shapes(a.shape, b.shape), a.dtype)
+
+
+def _int_only(x: TensorType, **_) -> TensorType:
+    if x.dtype not in INT_DTYPES:
+        raise VerifyError(f"needs an integer tensor, got {x}")
+    return x
+
+
+def _int_broadcast(a: TensorType, b: TensorType, **_) -> TensorType:
+    return _int_only(_broadcast(a, b))
+
+
+def _shift(x: np.ndarray, y: np.ndarray, left: bool) -> np.ndarray:
+    """ONNX BitShift: C's shifts, wrapping; a count outside [0, width) gives the sign's fill."""
+    bits = x.dtype.itemsize * 8
+    count = y.astype(np.int64)
+    outside = (count < 0) | (count >= bits)
+    safe = np.where(outside, 0, count).astype(x.dtype)
+    with np.errstate(over="ignore"):
+        shifted = np.left_shift(x, safe) if left else np.right_shift(x, safe)
+    fill = np.zeros_like(x) if left or x.dtype.kind == "u" else np.where(x < 0, -1, 0).astype(x.dtype)
+    return np.where(outside, fill, shifted).astype(x.dtype)
 
 
 def _compare(a: TensorType, b: TensorType, **_) -> TensorType:
@@ -147,6 +169,18 @@ binary("math.or", np.logical_or, _logical, doc="Logical or of i1 tensors, broadc
 binary("math.xor", np.logical_xor, _logical, doc="Logical exclusive or of i1 tensors, broadcast.")
 unary("math.not", np.logical_not, _bool_only, doc="Logical not of an i1 tensor.")
 
+# --- bitwise: integer tensors -----------------------------------------------------------------
+binary("math.bitwise_and", np.bitwise_and, _int_broadcast, doc="Bitwise and of integer tensors, broadcast.")
+binary("math.bitwise_or", np.bitwise_or, _int_broadcast, doc="Bitwise or of integer tensors, broadcast.")
+binary("math.bitwise_xor", np.bitwise_xor, _int_broadcast, doc="Bitwise exclusive or of integer tensors, broadcast.")
+unary("math.bitwise_not", np.invert, _int_only, doc="Bitwise not of an integer tensor.")
+binary("math.shift_left", lambda x, y: _shift(x, y, True), _int_broadcast,
+       doc="lhs shifted left by rhs bits (bits past the top dropped), broadcast; a shift below 0 or of "
+           "the width or more gives 0.")
+binary("math.shift_right", lambda x, y: _shift(x, y, False), _int_broadcast,
+       doc="lhs shifted right by rhs bits (arithmetic for signed types), broadcast; a shift below 0 or of "
+           "the width or more gives what the sign alone does: -1 for a negative lhs, else 0.")
+
 # --- unary -----------------------------------------------------------------------------
 unary("math.neg", np.negative, numeric, doc="-x.")
 unary("math.abs", np.abs, numeric, doc="|x|.")
@@ -159,6 +193,15 @@ unary("math.sin", np.sin, float_only, doc="Sine (radians).")
 unary("math.cos", np.cos, float_only, doc="Cosine (radians).")
 unary("math.tanh", np.tanh, float_only, doc="Hyperbolic tangent.")
 unary("math.erf", in_f64(erf64), float_only, doc="The Gauss error function.")
+unary("math.tan", np.tan, float_only, doc="Tangent (radians).")
+unary("math.asin", np.arcsin, float_only, doc="Inverse sine.")
+unary("math.acos", np.arccos, float_only, doc="Inverse cosine.")
+unary("math.atan", np.arctan, float_only, doc="Inverse tangent.")
+unary("math.sinh", np.sinh, float_only, doc="Hyperbolic sine.")
+unary("math.cosh", np.cosh, float_only, doc="Hyperbolic cosine.")
+unary("math.asinh", np.arcsinh, float_only, doc="Inverse hyperbolic sine.")
+unary("math.acosh", np.arccosh, float_only, doc="Inverse hyperbolic cosine.")
+unary("math.atanh", np.arctanh, float_only, doc="Inverse hyperbolic tangent.")
 unary("math.sigmoid", in_f64(lambda x: 1 / (1 + np.exp(-x))), float_only, doc="1 / (1 + e ** -x).")
 unary("math.floor", np.floor, float_only, doc="Round toward -inf.")
 unary("math.ceil", np.ceil, float_only, doc="Round toward +inf.")

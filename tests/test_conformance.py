@@ -33,7 +33,8 @@ STEMS = [
     # decompositions (issue 40's first ops)
     "celu", "shrink", "thresholdedrelu", "reduce_log_sum_exp", "tril", "triu", "eyelike", "hardmax",
     "l1normalization", "l2normalization", "lpnormalization", "tan", "asin", "acos", "atan", "sinh", "cosh",
-    "asinh", "acosh", "atanh", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitshift",
+    "asinh", "acosh", "atanh", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitshift", "cumprod",
+    "onehot",
 ]
 
 backend_test = onnx.backend.test.BackendTest(BrazeBackend, __name__)

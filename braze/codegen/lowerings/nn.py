@@ -113,8 +113,13 @@ def _sort_keys(x):
     return cast(x, wider) if wider else accumulate(x)
 
 
-@lowering("nn.cumsum")
-def cumsum(x, *, axis, exclusive, reverse):
-    data = topi.flip(x, axis) if reverse else x
-    total = topi.cumsum(accumulate(data), axis=axis, exclusive=exclusive)
-    return cast(topi.flip(total, axis) if reverse else total, dtype(x))
+def _running(scan):
+    def lower(x, *, axis, exclusive, reverse):
+        data = topi.flip(x, axis) if reverse else x
+        total = scan(accumulate(data), axis=axis, exclusive=exclusive)
+        return cast(topi.flip(total, axis) if reverse else total, dtype(x))
+    return lower
+
+
+lowering("nn.cumsum")(_running(topi.cumsum))
+lowering("nn.cumprod")(_running(topi.cumprod))

@@ -1,5 +1,5 @@
 """ONNX nn converters: MatMul, Gemm, Softmax, LogSoftmax, the normalizations,
-LRN, Einsum, TopK and CumSum. (Convolutions and pooling: conv.py.)"""
+LRN, Einsum, TopK, CumSum, CumProd, OneHot, Hardmax and LpNormalization. (Convolutions and pooling: conv.py.)"""
 
 from __future__ import annotations
 
@@ -143,10 +143,38 @@ def topk(ctx, X, K, *, axis=-1, largest=1, sorted=1):
     return _topk(ctx, X, ctx.scalar(K, what="'K'"), axis, largest, sorted)
 
 
-@converter("CumSum", since=11)
-def cumsum(ctx, x, axis, *, exclusive=0, reverse=0):
-    axis = onnx_axis(ctx, ctx.scalar(axis, what="'axis'"), x.type.rank)
-    return ctx.op("nn.cumsum", [x], axis=axis, exclusive=bool(exclusive), reverse=bool(reverse))
+def _running(op: str):
+    def convert(ctx, x, axis, *, exclusive=0, reverse=0):
+        axis = onnx_axis(ctx, ctx.scalar(axis, what="'axis'"), x.type.rank)
+        return ctx.op(op, [x], axis=axis, exclusive=bool(exclusive), reverse=bool(reverse))
+    return convert
+
+
+converter("CumSum", since=11)(_running("nn.cumsum"))
+converter("CumProd", since=26)(_running("nn.cumprod"))
+
+
+@converter("OneHot", since=9)
+def one_hot(ctx, indices, depth, values, *, axis=-1):
+    """values[1] where the index (negative ones count from depth) is the
+    position along the new ``axis``, values[0] elsewhere; depth is needed at
+    compile time."""
+    n = int(ctx.scalar(depth, what="'depth'"))
+    rank = indices.type.rank + 1
+    axis = onnx_axis(ctx, axis, rank)
+    if values.type.size != 2:
+        raise ctx.error(f"values must hold [off, on], got {values.type}")
+    index = indices if indices.type.dtype == "i64" else ctx.op("math.cast", [indices], to="i64")
+    count = ctx.const(np.int64(n))
+    index = ctx.op("math.where", [ctx.op("math.less", [index, ctx.const(np.int64(0))]),
+                                  ctx.op("math.add", [index, count]), index])
+    index = ctx.op("tensor.reshape", [index], shape=tuple(indices.type.shape[:axis]) + (1,)
+                   + tuple(indices.type.shape[axis:]))
+    positions = ctx.const(np.arange(n, dtype=np.int64).reshape([n if a == axis else 1 for a in range(rank)]))
+    flat = ctx.op("tensor.reshape", [values], shape=(2,))
+    off = ctx.op("tensor.slice", [flat], starts=(0,), ends=(1,), steps=(1,))
+    on = ctx.op("tensor.slice", [flat], starts=(1,), ends=(2,), steps=(1,))
+    return ctx.op("math.where", [ctx.op("math.equal", [positions, index]), on, off])
 
 
 def _hardmax(ctx, x, axis: int):

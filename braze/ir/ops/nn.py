@@ -1,5 +1,5 @@
 """Neural-network ops: ``nn.matmul``, ``nn.einsum``, ``nn.softmax``,
-``nn.log_softmax``, ``nn.topk``, ``nn.cumsum``.
+``nn.log_softmax``, ``nn.topk``, ``nn.cumsum``, ``nn.cumprod``.
 
 Convolutions live in conv.py, pooling in pool.py, normalizations in norm.py.
 Float references compute in float64 and round once, at the end, so that they
@@ -225,10 +225,22 @@ class CumSum(OpDef):
         check_axis(x, axis)
         return x
 
+    #: the running reduction and its identity
+    running, identity = staticmethod(np.cumsum), 0
+
     def evaluate(self, x, *, axis, exclusive, reverse):
         data = np.flip(wide(x), axis) if reverse else wide(x)
-        total = np.cumsum(data, axis=axis, dtype=data.dtype)
-        if exclusive:  # shift by one: each element gets the sum of those before it
+        total = self.running(data, axis=axis, dtype=data.dtype)
+        if exclusive:  # shift by one: each element gets the sum (product) of those before it
             total = np.roll(total, 1, axis)
-            total[(slice(None),) * axis + (0,)] = 0
+            total[(slice(None),) * axis + (0,)] = self.identity
         return (np.flip(total, axis) if reverse else total).astype(x.dtype)
+
+
+@register
+class CumProd(CumSum):
+    """Running product along ``axis``; ``exclusive`` leaves out the element
+    itself, ``reverse`` multiplies from the end."""
+
+    name = "nn.cumprod"
+    running, identity = staticmethod(np.cumprod), 1

@@ -56,10 +56,9 @@ def _inputs(shape, n: int, seed: int) -> list[np.ndarray]:
     return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
 
 
-@pytest.fixture(scope="module")
-def static_cnn(tmp_path_factory):
-    """The CNN quantized by quantize_static: QDQ, int8 weights per channel."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+def _quantized_static(model: onnx.ModelProto, folder, name: str, **options):
+    """``model`` quantized by quantize_static (per channel), calibrated on 4 random images: its path."""
+    from onnxruntime.quantization import CalibrationDataReader, quantize_static
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -68,10 +67,17 @@ def static_cnn(tmp_path_factory):
         def get_next(self):
             return next(self.feeds, None)
 
-    tmp = tmp_path_factory.mktemp("quant")
-    onnx.save(_cnn(), tmp / "float.onnx")
-    quantize_static(tmp / "float.onnx", tmp / "qdq.onnx", Reader(), quant_format=QuantFormat.QDQ, per_channel=True)
-    return tmp / "qdq.onnx"
+    onnx.save(model, folder / "float.onnx")
+    quantize_static(folder / "float.onnx", folder / name, Reader(), per_channel=True, **options)
+    return folder / name
+
+
+@pytest.fixture(scope="module")
+def static_cnn(tmp_path_factory):
+    """The CNN quantized by quantize_static: QDQ, int8 weights per channel."""
+    from onnxruntime.quantization import QuantFormat
+
+    return _quantized_static(_cnn(), tmp_path_factory.mktemp("quant"), "qdq.onnx", quant_format=QuantFormat.QDQ)
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +85,7 @@ def qoperator_cnn(tmp_path_factory):
     """Two convs quantized by quantize_static in the QOperator format:
     QLinearConv, uint8 x int8 per channel (its Add, Gemm and pooling would
     be onnxruntime's com.microsoft ops, which braze does not import)."""
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = iter({"x": x} for x in _inputs((1, 3, 8, 8), 4, seed=2))
-
-        def get_next(self):
-            return next(self.feeds, None)
+    from onnxruntime.quantization import QuantFormat, QuantType
 
     rng = np.random.default_rng(6)
     w = {"w1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b1": rng.standard_normal(8) * 0.1,
@@ -94,11 +93,9 @@ def qoperator_cnn(tmp_path_factory):
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
-    tmp = tmp_path_factory.mktemp("quant")
-    onnx.save(_model(nodes, "x", [1, 3, 8, 8], [1, 16, 4, 4], w), tmp / "float.onnx")
-    quantize_static(tmp / "float.onnx", tmp / "qop.onnx", Reader(), quant_format=QuantFormat.QOperator,
-                    per_channel=True, activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-    return tmp / "qop.onnx"
+    return _quantized_static(_model(nodes, "x", [1, 3, 8, 8], [1, 16, 4, 4], w), tmp_path_factory.mktemp("quant"),
+                             "qop.onnx", quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8,
+                             weight_type=QuantType.QInt8)
 
 
 @pytest.fixture(scope="module")

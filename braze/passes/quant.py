@@ -58,6 +58,7 @@ import numpy as np
 
 from ..ir import Builder, Module, Operation, Value
 from ..ir.fold import Evaluator
+from ..ir.ops.nn import INT8_DTYPES
 from .dce import prune_blobs
 from .manager import Pass, register_pass
 from .rewrite import remove_dead
@@ -162,7 +163,7 @@ def _fold(op: Operation, module: Module, value: Evaluator) -> str | None:
         return "uint8 weights" if weight.dtype == np.uint8 else f"{w.q.type.dtype} weights"
     if w.zero is None or w.zero.any():
         return "weight zero point is not zero"
-    if x.q.type.dtype not in ("i8", "ui8"):
+    if x.q.type.dtype not in INT8_DTYPES:
         return f"{x.q.type.dtype} activations"
     conv = op.name == "nn.conv"
     if not conv and weight.ndim != 2:
@@ -198,7 +199,6 @@ def _rewrite(op: Operation, module: Module, x: _Operand, w_op: Operation, weight
         wide = b.value("math.cast", [q], {"to": "i32"}, loc=loc)
         shifted = b.value("math.add", [wide, b.const(np.int32(128), None, loc)], {}, loc=loc)
         q, zero = b.value("math.cast", [shifted], {"to": "ui8"}, loc=loc), zero + 128
-    w = b.const(weight, f"{loc.name}.weight_q" if loc else None, loc)
     attrs = dict(op.attributes)
     bias = op.operands[2] if conv and len(op.operands) > 2 else None
     if conv:
@@ -211,11 +211,12 @@ def _rewrite(op: Operation, module: Module, x: _Operand, w_op: Operation, weight
         along = (weight.shape[-1],)
     attrs[QUANT] = "folded"
     attrs[QUANT_FROM] = tuple(n for n in (_node(x.op), _node(w_op)) if n)
-    columns = weight.shape[-1]
+    columns, stored = weight.shape[-1], weight
     if not conv and columns % COLUMN_BLOCK[0]:
         # zero columns up to whole blocks (the integer rules take whole vectors), cut off after the product
         wide = -(-columns // COLUMN_BLOCK[1]) * COLUMN_BLOCK[1]
-        w = b.const(np.pad(weight, ((0, 0), (0, wide - columns))), f"{loc.name}.weight_q" if loc else None, loc)
+        stored = np.pad(weight, ((0, 0), (0, wide - columns)))
+    w = b.const(stored, f"{loc.name}.weight_q" if loc else None, loc)
     acc = b.value(op.name, [q, w], attrs, loc=loc)
     if not conv and acc.type.shape[-1] != columns:
         rank = acc.type.rank

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from tvm import s_tir, te
 
 from ...errors import BrazeError, ScheduleError, last_line
+from ...ir.ops.nn import INT8_DTYPES
 from ... import interrupts
 from ..kernel import Kernel, compute
 from . import (amx, amx_int8, blocked, conv, depthwise, dpbf16, flash, gemm, pointwise, vnni,  # noqa: F401  (the rules)
@@ -56,7 +57,7 @@ class Choice:
 def _integer_product(op) -> bool:
     """Whether ``op`` multiplies 8-bit integers (a quantized conv or matmul)."""
     return op.name in ("nn.matmul", "nn.conv", "nn.conv_blocked") and all(
-        v.type.dtype in ("i8", "ui8") for v in op.operands[:2])
+        v.type.dtype in INT8_DTYPES for v in op.operands[:2])
 
 
 def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:

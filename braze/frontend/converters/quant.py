@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from ...errors import OnnxImportError
+from ...ir.ops.nn import INT8_DTYPES
 from ...ir.ops.quant import RANGES
 from ...ir.types import DTYPES, FLOAT_DTYPES
 from ..importer import onnx_dtype
@@ -165,7 +166,7 @@ def _output_type(zero_point, x) -> str:
 
 
 def _integer_type(ctx, v, what: str) -> None:
-    if v.type.dtype not in ("i8", "ui8"):
+    if v.type.dtype not in INT8_DTYPES:
         raise ctx.error(f"{what} must be int8 or uint8, got {v.type}")
 
 

@@ -17,6 +17,7 @@ crash in TVM costs one case, not the run. Outcomes:
            a dead worker
 
     python benchmarks/conformance.py [--ops 'Conv|Pool'] [--level 0] [--workers 2] [--json out.json]
+    python benchmarks/conformance.py --update-docs   # the results file and docs/conformance.md's table
 """
 
 from __future__ import annotations
@@ -31,32 +32,30 @@ import sys
 import threading
 import time
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import numpy as np
 
 OUTCOMES = ("pass", "refused", "wrong", "crash")
-DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
 # --- choosing the cases ------------------------------------------------------------------------
 def collect(ops_regex: str | None, cases_regex: str | None):
-    """(case, op) pairs: the node cases braze's op types cover; ``op`` is the
-    op type the case tests (an ``_expanded`` case tests its function's op)."""
+    """(case, op) pairs: every node case (those with op types braze does not
+    convert are refused at import, with a typed error); ``op`` is the op
+    type the case tests (an ``_expanded`` case tests its function's op)."""
     import warnings
 
     from onnx.backend.test.case import node
-
-    from braze.frontend import supported_op_types
 
     with warnings.catch_warnings():  # the generators' own overflow warnings
         warnings.simplefilter("ignore")
         every = node.collect_testcases()
     tested = {c.name: c.model.graph.node[-1].op_type for c in every if c.model.graph.node}
-    supported = set(supported_op_types())
     chosen = []
     for case in every:
         nodes = case.model.graph.node
-        if not nodes or any(n.domain not in DEFAULT_DOMAINS or n.op_type not in supported for n in nodes):
+        if not nodes:
             continue
         op = tested.get(re.sub(r"_expanded(_ver\d+)?$", "", case.name), nodes[-1].op_type)
         if ops_regex and not re.search(ops_regex, op):
@@ -239,7 +238,7 @@ def run_all(chosen, level: int, workers: int, timeout: float, with_ort: bool, sa
 def report(results: list[dict], total_cases: int, with_ort: bool) -> str:
     n = len(results)
     count = Counter(r["braze"] for r in results)
-    lines = [f"{n} of onnx's {total_cases} node test cases use only op types braze supports",
+    lines = [f"{n} of onnx's {total_cases} node test cases",
              f"braze:       {count['pass']}/{n} pass ("
              + ", ".join(f"{count[o]} {'refused (typed error)' if o == 'refused' else o}" for o in OUTCOMES[1:]) + ")"]
     folded = sum(1 for r in results if r["constant_inputs"])
@@ -272,6 +271,54 @@ def per_op(results: list[dict]) -> dict:
     return {op: dict(c) for op, c in sorted(table.items())}
 
 
+TABLE_BEGIN = "<!-- BEGIN CONFORMANCE TABLE (generated: benchmarks/conformance.py --update-docs) -->"
+TABLE_END = "<!-- END CONFORMANCE TABLE -->"
+RESULTS = Path(__file__).parent / "results" / "conformance.json"
+DOC = Path(__file__).parent.parent / "docs" / "conformance.md"
+
+
+def markdown_table(data: dict) -> str:
+    """The per-op-type table of docs/conformance.md, from a results file's
+    ``summary`` and ``per_op``."""
+    s = data["summary"]
+    plain = s["plain"]
+    lines = [f"onnx {s['onnx']}'s {s['cases']} node test cases, braze {s['braze_version']} at level {s['level']} "
+             f"(commit {s['commit']}) and onnxruntime {s['onnxruntime_version']} (CPU):", "",
+             "| | braze pass | onnxruntime pass |", "|---|---|---|",
+             f"| the {plain['cases']} cases that are not `_expanded` | **{plain['braze']}** | {plain['onnxruntime']} |",
+             f"| all {s['cases']} cases | **{s['braze'].get('pass', 0)}** | {s['onnxruntime'].get('pass', 0)} |", "",
+             "Per op type (the op a case tests; its `_expanded` form counted with it):", "",
+             "| op type | cases | braze pass | refused | wrong | crash | onnxruntime pass |",
+             "|---|---|---|---|---|---|---|"]
+    for op, c in data["per_op"].items():
+        lines.append(f"| {op} | {c['cases']} | {c.get('pass', 0)} | {c.get('refused', 0)} | {c.get('wrong', 0)} "
+                     f"| {c.get('crash', 0)} | {c.get('ort_pass', 0)} |")
+    return "\n".join(lines)
+
+
+def update_docs(data: dict) -> None:
+    """Write the results file and regenerate the table in docs/conformance.md."""
+    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    text = DOC.read_text()
+    head, rest = text.split(TABLE_BEGIN)
+    _, tail = rest.split(TABLE_END)
+    DOC.write_text(f"{head}{TABLE_BEGIN}\n{markdown_table(data)}\n{TABLE_END}{tail}")
+
+
+def _versions() -> dict:
+    import subprocess
+
+    import onnx
+    import onnxruntime
+
+    from braze.version import __version__
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=Path(__file__).parent).stdout.strip()
+    return {"onnx": onnx.__version__, "onnxruntime_version": onnxruntime.__version__, "braze_version": __version__,
+            "commit": commit or "unknown"}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", metavar="REGEX", help="only the cases testing op types that match")
@@ -282,8 +329,13 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=120, help="seconds per case (default 120)")
     ap.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
     ap.add_argument("--json", metavar="FILE", help="write every case's outcome and the counts")
+    ap.add_argument("--update-docs", action="store_true",
+                    help="write benchmarks/results/conformance.json and the per-op table in docs/conformance.md "
+                         "(a full run: no --ops/--cases/--no-ort)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
+    if args.update_docs and (args.ops or args.cases or args.no_ort):
+        ap.error("--update-docs needs the full run, with onnxruntime")
 
     say = (lambda m: None) if args.quiet else (lambda m: print(m, file=sys.stderr, flush=True))
     chosen, total = collect(args.ops, args.cases)
@@ -292,13 +344,20 @@ def main(argv=None) -> int:
     results = run_all(chosen, args.level, args.workers, args.timeout, not args.no_ort, say)
     print(report(results, total, not args.no_ort))
     print(f"\n{time.perf_counter() - t0:.0f} s")
+    plain = [r for r in results if not re.search(r"_expanded(_ver\d+)?$", r["case"])]
+    summary = {"cases": len(results), "node_cases": total, "level": args.level,
+               "braze": dict(Counter(r["braze"] for r in results)), **_versions(),
+               "plain": {"cases": len(plain), "braze": sum(r["braze"] == "pass" for r in plain),
+                         "onnxruntime": sum(r.get("onnxruntime") == "pass" for r in plain)}}
+    if not args.no_ort:
+        summary["onnxruntime"] = dict(Counter(r["onnxruntime"] for r in results))
     if args.json:
-        summary = {"cases": len(results), "node_cases": total, "level": args.level,
-                   "braze": dict(Counter(r["braze"] for r in results))}
-        if not args.no_ort:
-            summary["onnxruntime"] = dict(Counter(r["onnxruntime"] for r in results))
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "per_op": per_op(results), "results": results}, f, indent=1)
+    if args.update_docs:
+        update_docs({"summary": summary, "per_op": per_op(results),
+                     "results": [{k: r.get(k) for k in ("case", "op", "braze", "onnxruntime")}
+                                 for r in sorted(results, key=lambda r: r["case"])]})
     return 0
 
 

@@ -133,11 +133,12 @@ def fuse_only(model, level: int = 2, fusion=None, input_shapes=None, target=None
     Ascend-like ``target`` limits fusion and adds each kernel's estimated
     time to the report (``report.estimate``)."""
     from .frontend import import_onnx
-    from .passes.fusion import FusionReport
+    from .passes.fusion import FusionReport, attach_regions
 
     tgt = None if target in (None, "cpu") else get_target(target)
     module = import_onnx(model, input_shapes)
     pipeline(level, fusion, tgt, precision, layout).run(module)
+    attach_regions(module)
     report = module.fusion_report
     if report is None:  # level 0: nothing fused
         from .passes.fusion.fuse import count_ops
@@ -173,6 +174,8 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
              tuning_db, precision=None, layout: str = "blocked") -> Artifact:
     """``modules``: ``[(gear or None, Module), ...]``, one Relax function each
     (``main`` for the first; ``gear<i>`` for the others)."""
+    from .codegen.assemble import region_functions
+    from .passes.fusion import attach_regions
     from .codegen.build import build_gears
     from .frontend import onnx_version
     from .passes.precision import group_dtype
@@ -185,6 +188,7 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
         pm = pipeline(level, fusion, tgt, precision, layout)
         say(f"running {pm}" + (f" on gear {gear.name}" if gear else ""))
         pm.run(module)
+        attach_regions(module)
     module = modules[0][1]
     ir_text = print_module(module)
     cache = runtime_cache.cache_dir(cache_dir)
@@ -210,7 +214,12 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
     def on_failure(report):
         return lambda kernel, error: _split_group(kernel, error, report, say)
 
-    entries = [("main" if i == 0 else f"gear{i}", m, on_failure(m.fusion_report)) for i, (_, m) in enumerate(modules)]
+    entries, gear_entries = [], []
+    for i, (_, m) in enumerate(modules):  # control-flow regions first: the functions that call them follow
+        fname = "main" if i == 0 else f"gear{i}"
+        entries += [(rname, sub, on_failure(sub.fusion_report)) for rname, sub in region_functions(fname, m)]
+        gear_entries.append((fname, m, on_failure(m.fusion_report)))
+        entries.append(gear_entries[-1])
     compiled = build_gears(entries, tgt, schedules=schedules, tuning_db=tuned)
     for (fname, m, _) in entries:
         if m.fusion_report is not None:
@@ -249,7 +258,7 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
     }
     if modules[0][0] is not None:
         manifest["gears"] = [_gear_entry(gear, fname, m, compiled.functions[fname])
-                             for (gear, _), (fname, m, _) in zip(modules, entries)]
+                             for (gear, _), (fname, m, _) in zip(modules, gear_entries)]
     if estimate is not None:
         for entry, k in zip(manifest["kernels"], estimate.kernels):
             entry["estimate_us"] = round(k.estimate_us, 4)

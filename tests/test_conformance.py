@@ -35,6 +35,12 @@ STEMS = [
     "l1normalization", "l2normalization", "lpnormalization", "tan", "asin", "acos", "atan", "sinh", "cosh",
     "asinh", "acosh", "atanh", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "bitshift", "cumprod",
     "onehot",
+    # recurrences and control flow (converters/recurrent.py, control.py)
+    "rnn", "simple_rnn", "gru", "lstm", "if", "loop", "scan", "scan9",
+    # the rest of issue 40 (a sample: benchmarks/conformance.py runs them all)
+    "gridsample", "scatter", "scatter_elements", "scatternd", "tensorscatter", "lppool", "bitcast", "nonzero",
+    "unique", "nonmaxsuppression", "compress", "dft", "stft", "reversesequence", "melweightmatrix", "maxunpool",
+    "col2im", "affine_grid", "sce", "nllloss", "center_crop_pad", "blackmanwindow", "hannwindow", "hammingwindow",
 ]
 
 backend_test = onnx.backend.test.BackendTest(BrazeBackend, __name__)
@@ -46,15 +52,17 @@ backend_test.exclude(r"^test_split_to_sequence_")  # SplitToSequence: sequences 
 # Refused with a typed error (OnnxImportError): features braze does not support.
 backend_test.exclude(r"^test_cast(like)?_.*(FLOAT8|FLOAT4|INT4|UINT4|INT2|UINT2|e8m0)")  # float8/4-bit/2-bit types
 backend_test.exclude(r"^test_equal_string")  # string tensors
-backend_test.exclude(r"^test_batchnorm_.*training_mode")  # training mode (running statistics)
 # (test_training_dropout with a ratio above 0 is random: not included)
 backend_test.exclude(r"^test_identity_(sequence|opt)_")  # sequence and optional inputs
 backend_test.exclude(r"^test_maxpool_with_argmax_")  # MaxPool's Indices output
 backend_test.exclude(r"^test_resize_.*_antialias_")  # antialiased downscaling
+backend_test.exclude(r"^test_(if_seq|if_opt|loop13_seq|loop16_seq_none)_")  # sequence and optional values
 # quantized types other than int8/uint8/int16/uint16
 backend_test.exclude(r"^test_(de)?quantizelinear_(e4m3fn|e5m2|uint4|int4|uint2|int2|float4e2m1)")
 
+backend_test.exclude(r"^test_(unique|compress|reversesequence)_bfloat16")  # onnx's runner cannot feed bfloat16
 # Wrong answers, known and documented in docs/conformance.md.
+backend_test.exclude(r"^test_dft_inverse")  # braze is exact where onnx's expected output is 2e-7 off (see there)
 # align_corners with a fractional output length (4 x 0.6 = 2.4): onnx's
 # reference divides by 2.4 - 1, braze and onnxruntime (and PyTorch) by 2 - 1.
 backend_test.exclude(r"^test_resize_downsample_scales_(linear|cubic)_align_corners_")

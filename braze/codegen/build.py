@@ -69,7 +69,12 @@ def _build(gears, target: Target, schedules: dict | None, tuning_db) -> Compiled
 
         return gpu.build(gears, target)
     schedules = schedules or {}
-    agreed = agree_packings([m for _, m, _ in gears], target, schedules) if len(gears) > 1 else [{}]
+    # gears agree on packings; control-flow regions (functions of their own) keep theirs
+    geared = [i for i, (_, m, _) in enumerate(gears) if m.main.body.parent is None]
+    agreed = [{} for _ in gears]
+    if len(geared) > 1:
+        for i, pins in zip(geared, agree_packings([gears[i][1] for i in geared], target, schedules)):
+            agreed[i] = pins
     functions, primfuncs = build_functions(
         gears, lambda k, gear: build_kernel(k, target, agreed[gear].get(k.name, schedules.get(k.name)),
                                             tuned=tuning_db))

@@ -103,8 +103,8 @@ def partition(func: Func) -> list[Kernel]:
     """The kernels of a function, in execution order."""
     kernels: list[Kernel] = []
     for op in func.body.ops:
-        if op.name in ("const", "func.return"):
-            continue
+        if op.name in ("const", "func.return") or op.name.startswith("cf."):
+            continue  # control flow runs kernels of its regions' own (assemble.region_functions)
         index = len(kernels)
         if op.name == "fuse.group":
             block = op.regions[0].blocks[0]

@@ -12,11 +12,13 @@ from ..ir.fold import Evaluator
 class ConversionContext:
     """Emits IR ops for one ONNX node at a time, located at that node."""
 
-    def __init__(self, module: Module, builder: Builder, opset: int):
+    def __init__(self, module: Module, builder: Builder, opset: int, importer=None):
         self.module, self.builder, self.opset = module, builder, opset
+        self.importer = importer  # the Importer: converters/control.py imports subgraphs through it
         self.evaluate = Evaluator(module)
         self.node_name = ""
         self.op_type = ""
+        self.node = None  # the NodeProto being converted
         self.inputs: list[tuple[str, Value | None]] = []  # the node's (ONNX name, value)
         self.outputs: list[str] = []  # the node's output names ("" for an omitted one)
 

@@ -7,6 +7,7 @@ in topological order with the converter table, and verify the result.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 
@@ -101,7 +102,7 @@ class Importer:
         func = Func("main", body, [o.name for o in self.graph.output])
         module.funcs.append(func)
         builder = Builder(module, body)
-        ctx = ConversionContext(module, builder, self.opset)
+        ctx = ConversionContext(module, builder, self.opset, self)
         for node, name in self.sorted_nodes():
             self.convert(ctx, node, name)
         outputs = [self.lookup(ctx, o.name) for o in self.graph.output]
@@ -113,13 +114,22 @@ class Importer:
 
     # --- checks before converting ----------------------------------------------------
     def check_ops(self) -> None:
+        """Every op type braze cannot convert, subgraphs' included, in one error."""
         missing: dict[str, list[str]] = {}
-        for i, node in enumerate(self.graph.node):
-            key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
-            if node.domain not in DEFAULT_DOMAINS or find_converter(node.op_type, self.opset) is None:
-                missing.setdefault(key, []).append(node_name(node, i))
+        self._check_graph(self.graph, "", missing)
         if missing:
             raise UnsupportedOpError(missing)
+
+    def _check_graph(self, graph, prefix: str, missing: dict) -> None:
+        for i, node in enumerate(graph.node):
+            name = prefix + node_name(node, i)
+            key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+            if node.domain not in DEFAULT_DOMAINS or (find_converter(node.op_type, self.opset) is None
+                                                      and not has_function(node.op_type, self.opset)):
+                missing.setdefault(key, []).append(name)
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    self._check_graph(a.g, f"{name}/{a.name.removesuffix('_branch')}/", missing)
 
     def graph_inputs(self) -> list[tuple[str, TensorType]]:
         unknown = set(self.input_shapes) - {i.name for i in self.graph.input}
@@ -199,10 +209,15 @@ class Importer:
                 g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
         return light
 
-    def sorted_nodes(self):
-        """Nodes in topological order (ONNX requires it, but not every file obeys)."""
-        nodes = [(n, node_name(n, i)) for i, n in enumerate(self.graph.node)]
-        available = {i.name for i in self.graph.input} | set(self.initializers) | {""}
+    def sorted_nodes(self, graph=None, available=None, prefix: str = ""):
+        """Nodes in topological order (ONNX requires it, but not every file
+        obeys); for a subgraph, ``available`` names what the scope around it
+        defines and ``prefix`` goes before its synthetic node names."""
+        graph = graph or self.graph
+        nodes = [(n, prefix + node_name(n, i)) for i, n in enumerate(graph.node)]
+        if available is None:
+            available = {i.name for i in self.graph.input} | set(self.initializers) | {""}
+        available = set(available) | {i.name for i in graph.input} | {t.name for t in graph.initializer}
         done, order, pending = set(), [], list(range(len(nodes)))
         while pending:
             progress = []
@@ -219,6 +234,142 @@ class Importer:
             done.update(progress)
             pending = [i for i in pending if i not in done]
         return order
+
+    # --- subgraphs: If branches, Loop and Scan bodies (converters/control.py) ----------------
+    def inline_graph(self, ctx: ConversionContext, graph, bound: list[Value], prefix: str) -> list[Value]:
+        """Convert ``graph``'s nodes into the current block, its inputs bound
+        to ``bound`` and the names around it visible: its output values.
+        Node names get ``prefix`` (an unrolled loop's iteration)."""
+        if len(bound) != len(graph.input):
+            raise ctx.error(f"subgraph '{graph.name}' has {len(graph.input)} inputs, {len(bound)} given")
+        with self._scope(ctx, graph, region=False):
+            self.values.update({i.name: v for i, v in zip(graph.input, bound)})
+            return self._convert_graph(ctx, graph, prefix)
+
+    def region(self, ctx: ConversionContext, graph, heads: list[TensorType], captures: list[tuple[str, Value]],
+               prefix: str) -> tuple[Block, list[Value]]:
+        """``graph`` as the one block of a control-flow region: its arguments
+        are ``heads`` (bound to the graph's inputs) then the captures (outer
+        values it reads); outer constants are copied in rather than
+        captured. (block, the values it returns)."""
+        if len(heads) != len(graph.input):
+            raise ctx.error(f"subgraph '{graph.name}' has {len(graph.input)} inputs, {len(heads)} expected")
+        block = Block(heads + [v.type for _, v in captures])
+        inner = ConversionContext(ctx.module, Builder(ctx.module, block), self.opset, self)
+        with self._scope(ctx, graph, region=True):
+            self.values.update({i.name: a for i, a in zip(graph.input, block.args)})
+            self.values.update({n: a for (n, _), a in zip(captures, block.args[len(heads):])})
+            outputs = self._convert_graph(inner, graph, prefix)
+        block.append(Operation("func.return", outputs, []))
+        return block, outputs
+
+    def captures(self, graphs) -> list[tuple[str, Value]]:
+        """The outer values that ``graphs`` (and the subgraphs inside them)
+        read, in first-use order, constants and weights left out (a region
+        makes its own copy)."""
+        names = []
+        for g in graphs:
+            names += [n for n in free_names(g) if n not in names]
+        out = []
+        for n in names:
+            v = self.values.get(n)
+            if v is not None and not (v.owner is not None and v.owner.name == "const"):
+                out.append((n, v))
+        return out
+
+    @contextlib.contextmanager
+    def _scope(self, ctx: ConversionContext, graph, region: bool):
+        """Names as a subgraph sees them, restored after it (with the node
+        the context was converting): all the outer ones when it is inlined;
+        none in a region, but outer constants, re-made inside it when used."""
+        saved = self.values, self.initializers, (ctx.node_name, ctx.op_type, ctx.inputs, ctx.outputs)
+        outer_consts = {n: v for n, v in self.values.items() if v.owner is not None and v.owner.name == "const"}
+        self.values = {} if region else dict(self.values)
+        if region:
+            self.initializers = {**self.initializers, **self._const_protos(outer_consts, ctx)}
+        self.initializers = {**self.initializers, **{t.name: t for t in graph.initializer}}
+        for t in graph.initializer:
+            self.values.pop(t.name, None)
+        try:
+            yield
+        finally:
+            self.values, self.initializers = saved[0], saved[1]
+            ctx.node_name, ctx.op_type, ctx.inputs, ctx.outputs = saved[2]
+
+    def _const_protos(self, consts: dict, ctx) -> dict:
+        """Outer constant values (initializers already converted, Constant
+        nodes) as TensorProtos, for a region to re-make."""
+        from ..ir import const_array
+
+        out = {}
+        for n, v in consts.items():
+            if n in self.initializers:
+                continue
+            data = const_array(v.owner, ctx.module)
+            if data is not None:
+                out[n] = numpy_helper.from_array(np.asarray(data), n)
+        return out
+
+    def _convert_graph(self, ctx: ConversionContext, graph, prefix: str) -> list[Value]:
+        available = set(self.values) | set(self.initializers) | {""}
+        for node, name in self.sorted_nodes(graph, available, prefix):
+            self.convert(ctx, node, name)
+        return [self.lookup(ctx, o.name) for o in graph.output]
+
+    def expand_function(self, ctx: ConversionContext, node, name: str) -> None:
+        """An op braze has no converter for, but which onnx defines as a
+        function of other ops (its schema's body, or one built for the node's
+        attributes and input types): the body's nodes converted in its place,
+        named ``<node>/<body node>``, at the body's own opset."""
+        types = []
+        for x in node.input:
+            v = self.values.get(x) if x else None
+            if v is None and x in self.initializers:
+                v = self.lookup(ctx, x)
+            types.append(onnx.TypeProto() if v is None else
+                         onnx.helper.make_tensor_type_proto(_ONNX_FROM_IR[v.type.dtype], list(v.type.shape)))
+        body = function_body(node, self.opset, types)
+        if body is None:
+            raise UnsupportedOpError({node.op_type: [name]})
+        opset = next((o.version for o in body.opset_import if o.domain in DEFAULT_DOMAINS), self.opset)
+        inner = f"{name}/"
+        renamed = {f: node.input[i] if i < len(node.input) else "" for i, f in enumerate(body.input)}
+        renamed.update({f: y for f, y in zip(body.output, node.output) if y})
+        attrs = {a.name: a for a in node.attribute}
+        defaults = onnx.defs.get_schema(node.op_type, self.opset).attributes
+
+        def rename(x: str) -> str:
+            return renamed.get(x, inner + x) if x else ""
+
+        nodes = []
+        for i, n in enumerate(body.node):
+            copy = onnx.NodeProto()
+            copy.CopyFrom(n)
+            copy.name = node_name(n, i)
+            del copy.input[:], copy.output[:], copy.attribute[:]
+            copy.input.extend(rename(x) for x in n.input)
+            copy.output.extend(rename(y) for y in n.output)
+            for a in n.attribute:
+                if a.ref_attr_name:  # the node's attribute, or the schema's default
+                    given = attrs.get(a.ref_attr_name)
+                    if given is None and a.ref_attr_name in defaults and defaults[a.ref_attr_name].default_value.type:
+                        given = defaults[a.ref_attr_name].default_value
+                    if given is None:
+                        continue
+                    ref, a = a, onnx.AttributeProto()
+                    a.CopyFrom(given)
+                    a.name = ref.name
+                elif a.type == onnx.AttributeProto.GRAPH:  # a subgraph reads the body's names too
+                    a = onnx.AttributeProto(name=a.name, type=a.type, g=_rename_free(a.g, rename))
+                copy.attribute.append(a)
+            nodes.append(copy)
+        graph = onnx.helper.make_graph(nodes, node.op_type, [], [])
+        outer_opset, self.opset, ctx.opset = self.opset, opset, opset
+        try:
+            for n, label in self.sorted_nodes(graph, set(self.values) | set(self.initializers) | {""}, inner):
+                self.convert(ctx, n, label)
+        finally:
+            self.opset, ctx.opset = outer_opset, outer_opset
 
     # --- converting ---------------------------------------------------------------------
     def lookup(self, ctx: ConversionContext, name: str) -> Value | None:
@@ -238,8 +389,14 @@ class Importer:
 
     def convert(self, ctx: ConversionContext, node, name: str) -> None:
         ctx.node_name, ctx.op_type = name, node.op_type
-        fn = find_converter(node.op_type, self.opset)
+        fn = find_converter(node.op_type, self.opset) if node.domain in DEFAULT_DOMAINS else None
+        if fn is None and node.domain in DEFAULT_DOMAINS and has_function(node.op_type, self.opset):
+            return self.expand_function(ctx, node, name)
+        if fn is None:  # in a subgraph (the main graph's nodes were checked all at once)
+            key = node.op_type if node.domain in DEFAULT_DOMAINS else f"{node.domain}.{node.op_type}"
+            raise UnsupportedOpError({key: [name]})
         inputs = [self.lookup(ctx, x) for x in node.input]
+        ctx.node = node
         ctx.inputs = list(zip(node.input, inputs))
         ctx.outputs = list(node.output)
         attrs = {a.name: attribute_value(a, ctx) for a in node.attribute}
@@ -272,6 +429,73 @@ class Importer:
                             f"{list(dims)} by onnx shape inference")
 
 
+def has_function(op_type: str, opset: int) -> bool:
+    """Whether onnx defines ``op_type`` at ``opset`` as a function of other ops."""
+    try:
+        schema = onnx.defs.get_schema(op_type, opset, "")
+    except onnx.defs.SchemaError:
+        return False
+    return any(v <= opset for v in list(schema.function_opset_versions)
+               + list(schema.context_dependent_function_opset_versions))
+
+
+def function_body(node, opset: int, input_types: list) -> "onnx.FunctionProto | None":
+    """The function onnx defines ``node`` as at ``opset`` (the latest
+    version of it not above ``opset``), built for the node's attributes and
+    input types when it depends on them; None if there is none."""
+    schema = onnx.defs.get_schema(node.op_type, opset, "")
+    body = onnx.FunctionProto()
+    plain = [v for v in schema.function_opset_versions if v <= opset]
+    dependent = [v for v in schema.context_dependent_function_opset_versions if v <= opset]
+    if plain and (not dependent or max(plain) >= max(dependent)):
+        body.ParseFromString(schema.get_function_with_opset_version(max(plain)))
+    elif dependent:
+        data = schema.get_context_dependent_function_with_opset_version(
+            max(dependent), node.SerializeToString(), [t.SerializeToString() for t in input_types])
+        if not data:
+            return None
+        body.ParseFromString(data)
+    else:
+        return None
+    return body
+
+
+def _rename_free(graph, rename, outer_defined=frozenset()):
+    """A copy of ``graph`` whose reads of names from the scopes around it
+    go through ``rename`` (its own names stay)."""
+    copy = onnx.GraphProto()
+    copy.CopyFrom(graph)
+    defined = set(outer_defined) | {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    defined.update(o for n in graph.node for o in n.output)
+    for node in copy.node:
+        for k, x in enumerate(node.input):
+            if x not in defined:
+                node.input[k] = rename(x)
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                a.g.CopyFrom(_rename_free(a.g, lambda x: x if x in defined else rename(x)))
+    for o in copy.output:
+        if o.name not in defined:
+            o.name = rename(o.name)
+    return copy
+
+
+def free_names(graph) -> list[str]:
+    """The names ``graph`` (or a subgraph inside it) reads but does not
+    define: what it takes from the scopes around it, in first-use order."""
+    defined = {i.name for i in graph.input} | {t.name for t in graph.initializer} | {""}
+    defined.update(o for n in graph.node for o in n.output)
+    out: list[str] = []
+    for node in graph.node:
+        used = list(node.input)
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                used += free_names(a.g)
+        out += [n for n in used if n not in defined and n not in out]
+    out += [o.name for o in graph.output if o.name not in defined and o.name not in out]
+    return out
+
+
 def node_name(node, index: int) -> str:
     """The node's name, or a stable synthetic one: ``OpType_<index>``."""
     return node.name or f"{node.op_type}_{index}"
@@ -284,6 +508,9 @@ _ONNX_DTYPES = {
     onnx.TensorProto.INT64: "i64", onnx.TensorProto.UINT8: "ui8", onnx.TensorProto.UINT16: "ui16",
     onnx.TensorProto.UINT32: "ui32", onnx.TensorProto.UINT64: "ui64",
 }
+
+
+_ONNX_FROM_IR = {v: k for k, v in _ONNX_DTYPES.items()}
 
 
 def onnx_dtype(elem_type: int, what: str) -> str:
@@ -310,6 +537,8 @@ def attribute_value(a, ctx: ConversionContext):
         return tuple(s.decode("utf-8", "replace") for s in a.strings)
     if a.type == A.TENSOR:
         return numpy_helper.to_array(a.t)
-    if a.type in (A.GRAPH, A.GRAPHS):
-        raise ctx.error(f"attribute '{a.name}' holds a subgraph; control flow is not supported")
+    if a.type == A.GRAPH:
+        return a.g  # a branch or loop body: converters/control.py imports it
+    if a.type == A.GRAPHS:
+        raise ctx.error(f"attribute '{a.name}' holds a list of subgraphs, which no standard op braze converts uses")
     raise ctx.error(f"attribute '{a.name}' has an unsupported type {A.AttributeType.Name(a.type)}")

@@ -190,6 +190,7 @@ class Region:
     def __init__(self, blocks: list[Block] | None = None):
         self.blocks: list[Block] = []
         self.parent: Operation | None = None
+        self.module: "Module | None" = None  # a control-flow region seen as a module (region_module)
         for b in blocks or []:
             self.add_block(b)
 
@@ -280,3 +281,25 @@ class Module:
         from .printer import print_module
 
         return print_module(self)
+
+
+def region_module(region: Region, parent: Module) -> Module:
+    """A control-flow region (ir/ops/control.py) as a module of its own: one
+    ``func.func @main`` whose body is the region's block, so passes and
+    codegen treat it as they treat a model. The same object each time (what
+    a pass records on it, the fusion report, stays); its blob store is the
+    parent's (``run_in_region`` keeps a pass's changes to it apart)."""
+    block = region.blocks[0]
+    if region.module is None or region.module.main.body is not block:
+        region.module = Module([Func("main", block)])
+    region.module.blobs = parent.blobs
+    return region.module
+
+
+def control_regions(module: Module) -> Iterator[tuple[Operation, int, Module]]:
+    """``(op, region index, region module)`` for every control-flow op at the
+    top level of ``@main`` (nested ones: call this on the region modules)."""
+    for op in list(module.main.body.ops):
+        if op.name.startswith("cf."):
+            for i, region in enumerate(op.regions):
+                yield op, i, region_module(region, module)

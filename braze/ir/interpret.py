@@ -46,6 +46,12 @@ def _run_block(block: Block, env: dict, module: Module) -> list[np.ndarray]:
             inner = op.regions[0].blocks[0]
             env.update({id(a): x for a, x in zip(inner.args, args)})
             out = _run_block(inner, env, module)
+        elif op.name == "cf.if":
+            inner = op.regions[0 if bool(args[0]) else 1].blocks[0]
+            env.update({id(a): x for a, x in zip(inner.args, args[1:])})
+            out = _run_block(inner, env, module)
+        elif op.name == "cf.loop":
+            out = _run_loop(op, args, env, module)
         else:
             opdef = lookup(op.name)
             if not opdef.has_reference:
@@ -59,3 +65,17 @@ def _run_block(block: Block, env: dict, module: Module) -> list[np.ndarray]:
                                  f"expected {r.type}")
             env[id(r)] = a
     return []
+
+
+def _run_loop(op, args: list, env: dict, module: Module) -> list[np.ndarray]:
+    """cf.loop: the body while ``iteration < trip_count`` and the condition hold."""
+    body = op.regions[0].blocks[0]
+    n = op.attributes["carried"]
+    trips, cond, values, captures = int(args[0]), bool(args[1]), args[2:2 + n], args[2 + n:]
+    i = 0
+    while i < trips and cond:
+        env.update({id(a): x for a, x in zip(body.args, [np.array(i, np.int64), np.array(cond), *values, *captures])})
+        out = _run_block(body, env, module)
+        cond, values = bool(out[0]), out[1:]
+        i += 1
+    return values

@@ -42,6 +42,9 @@ def verify_op(op: Operation, module: Module | None = None) -> None:
         opdef.normalize_attrs(op.attributes, where)
         _verify_group(op, where)
         return
+    if op.name.startswith("cf."):
+        _verify_control(op, opdef.normalize_attrs(op.attributes, where), where)
+        return
     inferred = opdef.infer_types(types, op.attributes, where)
     actual = [r.type for r in op.results]
     if inferred != actual:
@@ -72,6 +75,42 @@ def _verify_group(op: Operation, where: str) -> None:
         raise VerifyError(f"{where}'fuse.group' results must have the types its region yields")
 
 
+def _verify_control(op: Operation, attrs: dict, where: str) -> None:
+    """cf.if and cf.loop: isolated one-block regions ending with func.return
+    (see ir/ops/control.py for the argument and result lists)."""
+    scalar = {"cond": "i1", "trip_count": "i64"}
+    for v, name in zip(op.operands, ("trip_count", "cond") if op.name == "cf.loop" else ("cond",)):
+        if v.type.shape != () or v.type.dtype != scalar[name]:
+            raise VerifyError(f"{where}'{op.name}' {name} must be a scalar {scalar[name]}, got {v.type}")
+    if op.name == "cf.if":
+        heads, captures, returns = [], op.operands[1:], [r.type for r in op.results]
+        regions = 2
+    else:
+        n = attrs["carried"]
+        carried = op.operands[2:2 + n]
+        if len(carried) != n:
+            raise VerifyError(f"{where}'cf.loop' has {len(op.operands) - 2} values after cond, fewer than "
+                              f"carried={n}")
+        heads, captures = [op.operands[0].type, op.operands[1].type], op.operands[2:]
+        returns = [op.operands[1].type] + [v.type for v in carried]
+        if [r.type for r in op.results] != [v.type for v in carried]:
+            raise VerifyError(f"{where}'cf.loop' results must have the types of its carried values")
+        regions = 1
+    if len(op.regions) != regions or any(len(r.blocks) != 1 for r in op.regions):
+        raise VerifyError(f"{where}'{op.name}' needs {regions} region(s) of one block each")
+    for region in op.regions:
+        block = region.blocks[0]
+        if [a.type for a in block.args] != heads + [v.type for v in captures]:
+            raise VerifyError(f"{where}'{op.name}' region arguments must be "
+                              f"({', '.join(map(str, heads + [v.type for v in captures]))})")
+        term = block.terminator
+        if term is None or term.name != "func.return":
+            raise VerifyError(f"{where}'{op.name}' region must end with \"func.return\"")
+        if [v.type for v in term.operands] != returns:
+            raise VerifyError(f"{where}'{op.name}' region returns ({', '.join(str(v.type) for v in term.operands)})"
+                              f", not ({', '.join(map(str, returns))})")
+
+
 def _verify_block(block: Block, visible: set[int], module: Module) -> None:
     visible = set(visible)
     visible.update(id(a) for a in block.args)
@@ -84,8 +123,8 @@ def _verify_block(block: Block, visible: set[int], module: Module) -> None:
             raise VerifyError(f"{_where(op)}'{op.name}' must be the last op of its block")
         verify_op(op, module)
         for region in op.regions:
-            for b in region.blocks:
-                _verify_block(b, visible, module)
+            for b in region.blocks:  # a control-flow region sees only its arguments
+                _verify_block(b, set() if op.name.startswith("cf.") else visible, module)
         visible.update(id(r) for r in op.results)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import ClassVar, TextIO
 
 from ..errors import BrazeError, PassError
-from ..ir import Module, print_module, verify
+from ..ir import Module, control_regions, print_module, verify
 
 PASSES: dict[str, type["Pass"]] = {}
 
@@ -140,6 +140,22 @@ def parse_pass(text: str) -> Pass:
         raise PassError(f"pass '{name}': {e}") from None
 
 
+def run_in_regions(p: Pass, module: Module) -> bool:
+    """Run ``p`` on every control-flow region of ``module``, nested ones
+    too, each as a module of its own (ir.region_module): passes recurse
+    into regions without knowing about them. A region's module works on a
+    copy of the blob store; the blobs the pass adds there join the parent's
+    (deletions do not: the parent's DCE sees every region)."""
+    changed = False
+    for _, _, sub in control_regions(module):
+        sub.blobs = dict(module.blobs)
+        changed |= bool(p.run(sub))
+        changed |= run_in_regions(p, sub)
+        module.blobs.update({h: d for h, d in sub.blobs.items() if h not in module.blobs})
+        sub.blobs = module.blobs
+    return changed
+
+
 # --- the manager ----------------------------------------------------------------------------
 class PassManager:
     """Runs passes in order; can verify, time and print the IR after each."""
@@ -164,6 +180,7 @@ class PassManager:
             start = time.perf_counter()
             try:
                 changed = bool(p.run(module))
+                changed |= run_in_regions(p, module)
             except BrazeError:
                 raise
             self.timings.append((str(p), time.perf_counter() - start, changed))

@@ -1,4 +1,5 @@
-"""Lowerings of the gathers: TOPI's take, gather_nd and gather.
+"""Lowerings of the gathers (TOPI's take, gather_nd and gather) and the scatters
+(TOPI's scatter_elements and scatter_nd, whose kernels are opaque TOPI loops).
 
 ONNX indices may be negative (counting from the end of their axis), which
 TOPI does not know: each lowering first wraps them (``i + size`` where
@@ -52,3 +53,28 @@ def gather_nd(data, indices, *, batch_dims):
 
     tuples = te.compute((depth, *indices.shape[:-1]), tuple_entry, name="T_index_tuples")
     return topi.gather_nd(data, tuples, batch_dims)
+
+
+_TOPI_REDUCTION = {"none": "update", "add": "add", "mul": "mul", "max": "max", "min": "min"}
+
+
+@lowering("tensor.scatter_elements")
+def scatter_elements(data, indices, updates, *, axis, reduction):
+    return topi.scatter_elements(data, _indices(indices, int(data.shape[axis])), updates, axis,
+                                 _TOPI_REDUCTION[reduction])
+
+
+@lowering("tensor.scatter_nd")
+def scatter_nd(data, indices, updates, *, reduction):
+    # as gather_nd: TOPI wants each index tuple along the first axis
+    depth = int(indices.shape[-1])
+    sizes = [int(d) for d in data.shape[:depth]]
+
+    def tuple_entry(k, *rest):
+        size = tirx.const(sizes[0], indices.dtype)
+        for j, s in enumerate(sizes[1:], 1):
+            size = tirx.Select(k == j, tirx.const(s, indices.dtype), size)
+        return _in_range(indices(*rest, k), size)
+
+    tuples = te.compute((depth, *indices.shape[:-1]), tuple_entry, name="T_index_tuples")
+    return topi.scatter_nd(data, tuples, updates, _TOPI_REDUCTION[reduction])

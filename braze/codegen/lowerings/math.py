@@ -234,8 +234,19 @@ for _name, _fn in [("sqrt", topi.sqrt), ("exp", topi.exp), ("log", topi.log), ("
                    ("cos", topi.cos), ("erf", fast.erf_or_exact), ("sigmoid", fast.sigmoid), ("floor", topi.floor),
                    ("ceil", topi.ceil), ("round", topi.round)]:  # topi.round ties to even, as ONNX
     lowering(f"math.{_name}")(_float_unary(_fn))
-for _name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"):
+for _name in ("tan", "asin", "acos", "atan", "asinh", "acosh", "atanh"):
     lowering(f"math.{_name}")(_float_unary(getattr(topi, _name)))
+
+
+def _libm_unary(name: str):
+    """The C library's function: TVM's LLVM code generator has no sinh or cosh intrinsic."""
+    def lower(x):
+        return in_f32(lambda v: elementwise(lambda e: libm(name, e), v), x)
+    return lower
+
+
+for _name in ("sinh", "cosh"):
+    lowering(f"math.{_name}")(_libm_unary(_name))
 for _name, _fn in [("bitwise_and", topi.bitwise_and), ("bitwise_or", topi.bitwise_or),
                    ("bitwise_xor", topi.bitwise_xor)]:
     lowering(f"math.{_name}")(_fn)
@@ -294,6 +305,14 @@ def isinf(x, *, detect_positive, detect_negative):
         return elementwise(lambda v: tirx.const(False, "bool"), x)
     inf = float("inf") if detect_positive else float("-inf")
     return elementwise(lambda v: v == const(inf, v.ty), x)
+
+
+@lowering("math.bitcast")
+def bitcast(x, *, to):
+    dtype = TVM_DTYPES[to]
+    if str(x.dtype) == "bool":  # stored as one byte; its bits are 0 or 1
+        return topi.cast(x, dtype)
+    return te.compute(x.shape, lambda *i: tirx.reinterpret(dtype, x(*i)), name="T_bitcast")
 
 
 @lowering("math.cast")

@@ -164,3 +164,15 @@ def _product(factors):
     for f in factors[1:]:
         total = total * f
     return total
+
+
+@lowering("nn.grid_sample")
+def grid_sample(x, grid, *, mode, padding, align_corners):
+    """TOPI's grid_sample, which takes the coordinates along axis 1."""
+    from tvm import topi
+
+    spatial = len(x.shape) - 2
+    coords = topi.transpose(grid, [0, spatial + 1] + list(range(1, spatial + 1)))
+    method = {"linear": "bilinear", "nearest": "nearest", "cubic": "bicubic"}[mode]
+    return topi.image.grid_sample(x, coords, method, "NCHW" if spatial == 2 else "NCDHW", padding,
+                                  bool(align_corners))

@@ -13,6 +13,14 @@ Schedule = s_tir.Schedule
 
 DATA_PAR = tirx.IterVar.DataPar
 
+#: The most characters of expression (as TVMScript prints it) that inlining
+#: one stage may copy into its consumers, counted once per read. A stage is
+#: copied into every read of it, and fast-math tanh/sigmoid/exp read their
+#: argument many times, so a chain of them (a recurrent cell's gates) grows
+#: geometrically when each link is inlined into the next; past this size the
+#: stage is computed once into its own buffer instead.
+MAX_INLINED_CHARS = 20_000
+
 
 def extent(sch: Schedule, loop) -> int:
     return int(sch.get(loop).extent)
@@ -82,10 +90,24 @@ def inline(sch: Schedule, anchor_blocks) -> None:
             continue  # read by a reduction and by others: computed (or gathered) once, not once per reader
         if _selects(sch, block) and not _computes(sch, block) and any(_computes(sch, c) for c in consumers):
             continue  # a concat feeding arithmetic: gathered once, contiguous for the arithmetic's vectors
+        if _computes(sch, block) and _inlined_chars(sch, block, consumers) > MAX_INLINED_CHARS:
+            continue  # a large expression read many times: computed once, not copied into each read
         try:
             sch.compute_inline(block)
         except s_tir.ScheduleError:
             pass  # e.g. it feeds a reduction's init; it stays a stage
+
+
+def _inlined_chars(sch: Schedule, block, consumers) -> int:
+    """How much expression inlining ``block`` would copy: its value's
+    printed size times the number of reads of its buffer in its consumers."""
+    node = sch.get(block)
+    value = getattr(node.body, "value", None)
+    if value is None or len(node.writes) != 1:
+        return 0
+    read = node.writes[0].source.name + "["
+    reads = sum(str(getattr(sch.get(c).body, "value", "")).count(read) for c in consumers)
+    return len(str(value)) * reads
 
 
 def _row_reduction(sch: Schedule, block) -> bool:

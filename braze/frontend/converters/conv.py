@@ -1,5 +1,5 @@
 """ONNX convolution and pooling converters: Conv, ConvTranspose, MaxPool,
-AveragePool, GlobalAveragePool, GlobalMaxPool.
+AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, MaxUnpool, Col2Im.
 
 ONNX lets these omit kernel_shape, strides, pads and dilations, and choose
 pads with auto_pad; the converters resolve all of it, so that the IR's
@@ -7,6 +7,8 @@ attributes are explicit and full length.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..registry import converter
 from .nn import refuse_extra_outputs
@@ -139,3 +141,87 @@ def global_average_pool(ctx, X):
 @converter("GlobalMaxPool")
 def global_max_pool(ctx, X):
     return ctx.op("reduce.max", [X], axes=tuple(range(2, 2 + _spatial_rank(ctx, X))), keepdims=True)
+
+
+@converter("LpPool", since=2)
+def lp_pool(ctx, X, *, kernel_shape, auto_pad="NOTSET", ceil_mode=0, dilations=None, p=2, pads=None, strides=None):
+    """(sum over the window of |x|^p)^(1/p): an average pool of |x|^p that
+    counts the padding (zeros, which add nothing), times the window's size."""
+    import math
+
+    window = _window(ctx, X, kernel_shape, auto_pad, strides, pads, dilations)
+    dtype = X.type.np_dtype
+    powered = ctx.op("math.abs", [X])
+    if p != 1:
+        powered = ctx.op("math.pow", [powered, ctx.const(np.array(p, dtype))])
+    mean = ctx.op("nn.avg_pool", [powered], kernel=kernel_shape, ceil_mode=bool(ceil_mode), count_include_pad=True,
+                  **window)
+    total = ctx.op("math.mul", [mean, ctx.const(np.array(math.prod(kernel_shape), dtype))])
+    if p == 1:
+        return total
+    if p == 2:
+        return ctx.op("math.sqrt", [total])
+    return ctx.op("math.pow", [total, ctx.const(np.array(1.0 / p, dtype))])
+
+
+@converter("MaxUnpool", since=9)
+def max_unpool(ctx, X, I, output_shape=None, *, kernel_shape, pads=None, strides=None):  # noqa: E741
+    """Zeros with each value of X at its index in I (MaxPool's flat indices
+    into the whole output): a 1-D scatter."""
+
+    spatial = len(kernel_shape)
+    strides = tuple(strides or (1,) * spatial)
+    pads = tuple(pads or (0,) * (2 * spatial))
+    shape = X.type.shape[:2] + tuple((d - 1) * s - pads[k] - pads[k + spatial] + kernel_shape[k]
+                                     for k, (d, s) in enumerate(zip(X.type.shape[2:], strides)))
+    flat = [ctx.op("tensor.reshape", [v], shape=(v.type.size,)) for v in (I, X)]
+    zeros = ctx.const(np.zeros(int(np.prod(shape)), X.type.np_dtype))
+    out = ctx.op("tensor.scatter_elements", [zeros, flat[0], flat[1]], axis=0)
+    out = ctx.op("tensor.reshape", [out], shape=shape)
+    if output_shape is None:
+        return out
+    # a larger output_shape keeps the indices of the inferred shape: zeros after its end, as onnx's reference
+    wanted = ctx.ints(output_shape, "'output_shape'")
+    if len(wanted) != len(shape) or any(w < d for w, d in zip(wanted, shape)):
+        raise ctx.error(f"output_shape {list(wanted)} is smaller than the unpooled shape {list(shape)}")
+    if tuple(wanted) == shape:
+        return out
+    return ctx.op("tensor.pad", [out], pads=(0,) * len(shape) + tuple(w - d for w, d in zip(wanted, shape)),
+                  mode="constant", value=0.0)
+
+
+@converter("Col2Im", since=18)
+def col2im(ctx, input, image_shape, block_shape, *, dilations=None, pads=None, strides=None):  # noqa: A002
+    """The columns [N, C x prod(block), L] summed back into the image [N, C,
+    *image_shape] (the inverse of im2col; overlapping blocks add up): a
+    scatter-add along a flattened padded image, its indices fixed at
+    compile time."""
+    image = ctx.ints(image_shape, "'image_shape'")
+    block = ctx.ints(block_shape, "'block_shape'")
+    n = len(image)
+    dilations = tuple(dilations or (1,) * n)
+    strides = tuple(strides or (1,) * n)
+    pads = tuple(pads or (0,) * (2 * n))
+    padded = [image[k] + pads[k] + pads[k + n] for k in range(n)]
+    counts = [(padded[k] - (dilations[k] * (block[k] - 1) + 1)) // strides[k] + 1 for k in range(n)]
+    batch, rows, length = input.type.shape
+    kernel = int(np.prod(block))
+    if rows % kernel or length != int(np.prod(counts)):
+        raise ctx.error(f"input {input.type} does not hold C x {kernel} rows of {int(np.prod(counts))} blocks")
+    channels = rows // kernel
+    # target[k, l]: the padded image position block offset k of block l lands on
+    offsets = np.stack(np.meshgrid(*[np.arange(b) * d for b, d in zip(block, dilations)], indexing="ij"), -1)
+    starts = np.stack(np.meshgrid(*[np.arange(c) * s for c, s in zip(counts, strides)], indexing="ij"), -1)
+    points = offsets.reshape(-1, 1, n) + starts.reshape(1, -1, n)  # [kernel, L, n]
+    target = np.ravel_multi_index(tuple(points[..., k] for k in range(n)), padded)  # [kernel, L]
+    area = int(np.prod(padded))
+    index = (np.arange(channels).reshape(channels, 1, 1) * area + target[None]).reshape(1, -1)
+    index = np.broadcast_to(index, (batch, rows * length)).astype(np.int64)
+    zeros = ctx.const(np.zeros((batch, channels * area), input.type.np_dtype))
+    flat = ctx.op("tensor.reshape", [input], shape=(batch, rows * length))
+    out = ctx.op("tensor.scatter_elements", [zeros, ctx.const(index), flat], axis=1, reduction="add")
+    out = ctx.op("tensor.reshape", [out], shape=(batch, channels, *padded))
+    if any(pads):
+        out = ctx.op("tensor.slice", [out], starts=(0, 0) + pads[:n], ends=(batch, channels) + tuple(
+            p - e for p, e in zip(padded, pads[n:])), steps=(1,) * (n + 2))
+    return out

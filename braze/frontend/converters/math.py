@@ -168,3 +168,9 @@ def cast(ctx, input, *, to, saturate=1, round_mode="up"):
 @converter("CastLike", since=15)
 def cast_like(ctx, input, target_type, *, saturate=1, round_mode="up"):
     return _cast(ctx, input, target_type.type.dtype)
+
+
+@converter("BitCast", since=26)
+def bitcast(ctx, input, *, to):  # noqa: A002  (ONNX's input name)
+    dtype = onnx_dtype(to, f"node {ctx.node_name} (BitCast): attribute 'to'")
+    return ctx.op("math.bitcast", [input], to=dtype)

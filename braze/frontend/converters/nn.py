@@ -106,10 +106,34 @@ def batch_normalization_1(ctx, X, scale, B, mean, var, *, epsilon=1e-5, momentum
 def batch_normalization(ctx, X, scale, B, input_mean, input_var, *, epsilon=1e-5, momentum=0.9,
                         training_mode=0):
     if training_mode:
-        raise ctx.error("training_mode=1 is not supported; braze compiles inference graphs "
-                        "(export the model in eval mode)")
+        return _batch_statistics_norm(ctx, X, scale, B, input_mean, input_var, epsilon, momentum)
     refuse_extra_outputs(ctx, "running mean/var (training)")
     return ctx.op("nn.batch_norm", [X, scale, B, input_mean, input_var], epsilon=epsilon)
+
+
+def _batch_statistics_norm(ctx, X, scale, B, input_mean, input_var, epsilon, momentum):
+    """training_mode=1: X normalized with its own per-channel mean and
+    (population) variance; the running mean and variance move toward them
+    by ``1 - momentum``."""
+    axes = tuple(a for a in range(X.type.rank) if a != 1)
+    dtype = X.type.np_dtype
+
+    def number(v):
+        return ctx.const(np.array(v, dtype))
+
+    mean = ctx.op("reduce.mean", [X], axes=axes, keepdims=True)
+    centered = ctx.op("math.sub", [X, mean])
+    var = ctx.op("reduce.mean", [ctx.op("math.mul", [centered, centered])], axes=axes, keepdims=True)
+    shape = (1, X.type.shape[1]) + (1,) * (X.type.rank - 2)
+    s, b = (ctx.op("tensor.reshape", [v], shape=shape) for v in (scale, B))
+    y = ctx.op("math.add", [ctx.op("math.mul", [ctx.op("math.div", [centered, ctx.op(
+        "math.sqrt", [ctx.op("math.add", [var, number(epsilon)])])]), s]), b])
+    channel = (X.type.shape[1],)
+    mean, var = (ctx.op("tensor.reshape", [v], shape=channel) for v in (mean, var))
+    running = [ctx.op("math.add", [ctx.op("math.mul", [old, number(momentum)]),
+                                   ctx.op("math.mul", [new, number(1 - momentum)])])
+               for old, new in ((input_mean, mean), (input_var, var))]
+    return (y, *running)
 
 
 @converter("InstanceNormalization")

@@ -122,3 +122,16 @@ def _roi(ctx, roi, axes, rank: int) -> tuple[float, ...]:
         raise ctx.error(f"roi {list(values)} needs 2 x {len(axes)} entries")
     n = len(axes)
     return tuple(_on_axes(axes, values[:n], [0.0] * rank) + _on_axes(axes, values[n:], [1.0] * rank))
+
+
+@converter("GridSample", since=16)
+def grid_sample(ctx, X, grid, *, align_corners=0, mode="bilinear", padding_mode="zeros"):
+    """Opset 16 names the modes bilinear and bicubic, opset 20 linear and cubic."""
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    if mode not in ("linear", "nearest", "cubic"):
+        raise ctx.error(f"mode '{mode}' is not one of linear, nearest, cubic")
+    if X.type.rank not in (4, 5):
+        raise ctx.error(f"braze samples 2 or 3 spatial axes; X is {X.type}")
+    if mode == "cubic" and X.type.rank != 4:
+        raise ctx.error("cubic sampling of 3 spatial axes is not supported (TVM's grid_sample has it for 2)")
+    return ctx.op("nn.grid_sample", [X, grid], mode=mode, padding=padding_mode, align_corners=bool(align_corners))

@@ -1,4 +1,5 @@
-"""Gathers: ``tensor.gather``, ``tensor.gather_nd``, ``tensor.gather_elements``.
+"""Gathers and scatters: ``tensor.gather``, ``tensor.gather_nd``, ``tensor.gather_elements``,
+``tensor.scatter_elements``, ``tensor.scatter_nd``.
 
 As in ONNX, an index may be negative (counting from the end of its axis,
 ``-s <= i < s``); the references and every lowering must wrap it.
@@ -9,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import VerifyError
-from ..registry import Int, Kind, OpDef, register
+from ..registry import Int, Kind, OpDef, Str, register
 from ..types import TensorType
 
 INDEX_DTYPES = ("i32", "i64")
@@ -109,3 +110,67 @@ class GatherElements(OpDef):
         # take_along_axis needs equal dims off the axis; ONNX allows smaller ones.
         data = data[tuple(slice(None) if k == axis else slice(0, n) for k, n in enumerate(indices.shape))]
         return np.take_along_axis(data, _wrap(indices, data.shape[axis]), axis=axis)
+
+
+_REDUCTIONS = ("none", "add", "mul", "max", "min")
+_NP_REDUCE = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+@register
+class ScatterElements(OpDef):
+    """``data`` with ``updates`` written at ``indices`` along ``axis`` (ONNX
+    ScatterElements): ``out[..., indices[i, j], ...] = updates[i, j]`` for
+    axis 1; ``reduction`` combines an update with what is there (``none``
+    replaces; with duplicate indices the last update wins, as onnxruntime)."""
+
+    name = "tensor.scatter_elements"
+    kind = Kind.OPAQUE
+    operands = ("data", "indices", "updates")
+    attrs = {"axis": Int(0), "reduction": Str("none", choices=_REDUCTIONS)}
+
+    def infer(self, data: TensorType, indices: TensorType, updates: TensorType, *, axis, reduction):
+        _check_indices(indices)
+        _check_axis(axis, data)
+        if indices.shape != updates.shape or indices.rank != data.rank:
+            raise VerifyError(f"indices {indices} and updates {updates} need one shape, of the rank of {data}")
+        if updates.dtype != data.dtype:
+            raise VerifyError(f"updates {updates} must have the element type of {data}")
+        return data
+
+    def evaluate(self, data, indices, updates, *, axis, reduction):
+        out = np.array(data, copy=True)
+        indices = np.where(indices < 0, indices + data.shape[axis], indices)
+        for pos in np.ndindex(*indices.shape):
+            at = pos[:axis] + (int(indices[pos]),) + pos[axis + 1:]
+            out[at] = updates[pos] if reduction == "none" else _NP_REDUCE[reduction](out[at], updates[pos])
+        return out
+
+
+@register
+class ScatterND(OpDef):
+    """``data`` with slices of ``updates`` written at the index tuples along
+    the last axis of ``indices`` (ONNX ScatterND), combined by ``reduction``."""
+
+    name = "tensor.scatter_nd"
+    kind = Kind.OPAQUE
+    operands = ("data", "indices", "updates")
+    attrs = {"reduction": Str("none", choices=_REDUCTIONS)}
+
+    def infer(self, data: TensorType, indices: TensorType, updates: TensorType, *, reduction):
+        _check_indices(indices)
+        depth = indices.shape[-1] if indices.rank else 0
+        if indices.rank < 1 or depth > data.rank:
+            raise VerifyError(f"indices {indices} must end in an axis of at most {data.rank} (the rank of {data})")
+        if updates.shape != indices.shape[:-1] + data.shape[depth:]:
+            raise VerifyError(f"updates {updates} must have the shape "
+                              f"{list(indices.shape[:-1] + data.shape[depth:])}")
+        if updates.dtype != data.dtype:
+            raise VerifyError(f"updates {updates} must have the element type of {data}")
+        return data
+
+    def evaluate(self, data, indices, updates, *, reduction):
+        out = np.array(data, copy=True)
+        for pos in np.ndindex(*indices.shape[:-1]):
+            at = tuple(int(i) + (data.shape[k] if i < 0 else 0) for k, i in enumerate(indices[pos]))
+            out[at] = updates[pos] if reduction == "none" else _NP_REDUCE[reduction](out[at], updates[pos])
+        return out

@@ -90,6 +90,14 @@ def _cast(x: TensorType, *, to: str) -> TensorType:
     return x.with_dtype(to)
 
 
+def _bitcast(x: TensorType, *, to: str) -> TensorType:
+    width = {"i1": 8}.get(x.dtype, np.dtype(DTYPES[x.dtype]).itemsize * 8)
+    if np.dtype(DTYPES[to]).itemsize * 8 != width:
+        raise VerifyError(f"bitcast keeps the bits: {x.dtype} has {width}, {to} has "
+                          f"{np.dtype(DTYPES[to]).itemsize * 8}")
+    return x.with_dtype(to)
+
+
 def unary(name: str, fn, infer=_same, attrs=None, doc: str = ""):
     return define(name, Kind.ELEMWISE, ("x",), infer, fn, attrs, doc)
 
@@ -210,6 +218,8 @@ unary("math.isnan", np.isnan, _float_predicate, doc="x is NaN -> i1.")
 unary("math.isinf", _isinf, _float_predicate,
       {"detect_positive": Bool(True), "detect_negative": Bool(True)},
       doc="x is +inf (if detect_positive) or -inf (if detect_negative) -> i1.")
+unary("math.bitcast", lambda x, *, to: np.ascontiguousarray(x).view(DTYPES[to]), _bitcast,
+      {"to": Str(choices=DTYPES)}, doc="The same bits read as the element type `to`, of the same width.")
 unary("math.cast", lambda x, *, to: x.astype(DTYPES[to]), _cast, {"to": Str(choices=DTYPES)},
       doc="Convert to the element type `to` (an IR dtype name); float to int truncates, "
           "nonzero (and NaN) to i1 is true.")

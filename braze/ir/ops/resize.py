@@ -185,3 +185,103 @@ def _blend(x, axis: int, taps, weights):
     gathered = np.take(x, taps, axis=axis)  # the axis becomes (out, k)
     w = weights.astype(np.float64).reshape((1,) * axis + weights.shape + (1,) * (x.ndim - axis - 1))
     return (gathered * w).sum(axis=axis + 1)
+
+
+@register
+class GridSample(OpDef):
+    """``x`` [N, C, *spatial] sampled at the points of ``grid`` [N, *out,
+    r] (ONNX GridSample): the last axis of grid holds normalized
+    coordinates in [-1, 1], x first; 2 or 3 spatial axes. ``mode`` linear,
+    nearest or cubic (cubic: 2 spatial axes only), ``padding`` zeros,
+    border or reflection for points outside."""
+
+    name = "nn.grid_sample"
+    kind = Kind.OPAQUE
+    operands = ("x", "grid")
+    attrs = {"mode": Str("linear", choices=("linear", "nearest", "cubic")),
+             "padding": Str("zeros", choices=("zeros", "border", "reflection")), "align_corners": Bool(False)}
+
+    def infer(self, x: TensorType, grid: TensorType, *, mode, padding, align_corners):
+        spatial = x.rank - 2
+        if spatial not in (2, 3) or grid.rank != x.rank or grid.shape[-1] != spatial or grid.shape[0] != x.shape[0]:
+            raise VerifyError(f"x {x} needs 2 or 3 spatial axes and grid {grid} the shape [N, *out, {spatial}]")
+        if mode == "cubic" and spatial != 2:
+            raise VerifyError("cubic sampling has 2 spatial axes only")
+        if x.dtype not in FLOAT_DTYPES or grid.dtype not in FLOAT_DTYPES:
+            raise VerifyError(f"x {x} and grid {grid} must be floating point")
+        return x.with_shape(x.shape[:2] + grid.shape[1:-1])
+
+    def evaluate(self, x, grid, *, mode, padding, align_corners):
+        spatial = x.shape[2:]
+        out = np.zeros(x.shape[:2] + grid.shape[1:-1], np.float64)
+        bounds = [(0.0, d - 1.0) if align_corners else (-0.5, d - 0.5) for d in spatial]
+        for n in range(x.shape[0]):
+            for point in np.ndindex(*grid.shape[1:-1]):
+                g = grid[(n, *point)][::-1].astype(np.float64)  # (z,) y, x: the spatial axes' order
+                at = [((v + 1) / 2 * (d - 1)) if align_corners else (((v + 1) * d - 1) / 2)
+                      for v, d in zip(g, spatial)]
+                if padding == "border":
+                    at = [min(max(a, 0.0), d - 1.0) for a, d in zip(at, spatial)]
+                elif padding == "reflection":
+                    at = [_reflect(a, *b) for a, b in zip(at, bounds)]
+                out[(n, slice(None), *point)] = _sample(x[n], at, mode, padding, bounds)
+        return out.astype(x.dtype)
+
+
+def _reflect(a: float, low: float, high: float) -> float:
+    """``a`` folded back into [low, high] by reflection at its ends."""
+    span = high - low
+    if span <= 0:
+        return low
+    if a < low:
+        turns, rest = divmod(low - a, span)
+        return low + rest if turns % 2 == 0 else high - rest
+    if a > high:
+        turns, rest = divmod(a - high, span)
+        return high - rest if turns % 2 == 0 else low + rest
+    return a
+
+
+def _sample(image, at: list[float], mode: str, padding: str, bounds) -> np.ndarray:
+    """The channels of ``image`` [C, *spatial] at the point ``at``."""
+    spatial = image.shape[1:]
+
+    def pixel(index):
+        index = list(index)
+        for k, (i, d) in enumerate(zip(index, spatial)):
+            if 0 <= i < d:
+                continue
+            if padding == "zeros":
+                return np.zeros(image.shape[0])
+            if padding == "reflection":
+                i = int(round(_reflect(i, *bounds[k])))
+            index[k] = min(max(i, 0), d - 1)
+        return image[(slice(None), *index)].astype(np.float64)
+
+    if mode == "nearest":
+        return pixel([int(np.rint(a)) for a in at])
+    if mode == "linear":
+        base = [int(np.floor(a)) for a in at]
+        total = np.zeros(image.shape[0])
+        for corner in np.ndindex(*(2,) * len(at)):
+            weight = np.prod([(a - b) if c else (1 - (a - b)) for a, b, c in zip(at, base, corner)])
+            total += weight * pixel([b + c for b, c in zip(base, corner)])
+        return total
+    # cubic (2 spatial axes): Keys' kernel with a = -0.75, as onnx and PyTorch
+    base = [int(np.floor(a)) for a in at]
+    weights = [_cubic_weights(a - b) for a, b in zip(at, base)]
+    total = np.zeros(image.shape[0])
+    for i in range(4):
+        for j in range(4):
+            total += weights[0][i] * weights[1][j] * pixel([base[0] - 1 + i, base[1] - 1 + j])
+    return total
+
+
+def _cubic_weights(t: float, a: float = -0.75) -> list[float]:
+    def near(d):
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]

@@ -12,10 +12,10 @@
 
 from .controls import FusionOptions
 from .explain import REASONS, FusionReport, GroupRecord, Refusal, RuleStats
-from .fuse import Fuse, explain, fuse_module, ungroup
+from .fuse import Fuse, attach_regions, explain, fuse_module, ungroup
 from .manual import ExplicitGroup, PatternNode, PatternRule, load_rules, parse_rules
 from .rules import RULES, FusionRule
 
-__all__ = ["REASONS", "RULES", "ExplicitGroup", "Fuse", "FusionOptions", "FusionReport", "FusionRule",
+__all__ = ["REASONS", "RULES", "attach_regions", "ExplicitGroup", "Fuse", "FusionOptions", "FusionReport", "FusionRule",
            "GroupRecord", "PatternNode", "PatternRule", "Refusal", "RuleStats", "explain", "fuse_module",
            "load_rules", "parse_rules", "ungroup"]

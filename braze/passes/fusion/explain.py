@@ -83,6 +83,16 @@ class Refusal:
 
 
 @dataclass
+class RegionReport:
+    """The fusion record of one control-flow region (a branch of an If, the
+    body of a Loop): its ops fuse among themselves only."""
+    node: str  # the ONNX node of the If or Loop
+    op: str  # cf.if or cf.loop
+    region: str  # then, else or body
+    report: "FusionReport"
+
+
+@dataclass
 class RuleStats:
     level: int
     source: str  # "auto" or "manual"
@@ -105,6 +115,9 @@ class FusionReport:
     refused: list[Refusal] = field(default_factory=list)
     rules: dict[str, RuleStats] = field(default_factory=dict)
     estimate: dict | None = None  # ModelEstimate.to_dict() on an Ascend-like target
+    #: the control-flow regions' own records (``ops_before`` and ``kernels``
+    #: above count this function's ops only; ``to_dict`` and ``table`` give totals)
+    regions: list[RegionReport] = field(default_factory=list)
     _seen: set = field(default_factory=set, repr=False, compare=False)
 
     def refuse(self, refusal: Refusal) -> None:
@@ -122,11 +135,15 @@ class FusionReport:
             counts[r.reason] = counts.get(r.reason, 0) + 1
         return counts
 
+    def total(self, key: str) -> int:
+        """``ops_before`` or ``kernels`` with those of every region inside."""
+        return getattr(self, key) + sum(r.report.total(key) for r in self.regions)
+
     def to_dict(self) -> dict:
         data = {
             "level": self.level,
-            "ops_before": self.ops_before,
-            "kernels": self.kernels,
+            "ops_before": self.total("ops_before"),
+            "kernels": self.total("kernels"),
             "groups": [asdict(g) for g in self.groups],
             "raised": [asdict(r) for r in self.raised],
             "quantized": [asdict(q) for q in self.quantized],
@@ -138,6 +155,9 @@ class FusionReport:
             for g in data["groups"]:
                 g["estimate_us"] = times.get(g["name"])
             data["estimate"] = self.estimate
+        if self.regions:
+            data["regions"] = [{"node": r.node, "op": r.op, "region": r.region, **r.report.to_dict()}
+                               for r in self.regions]
         return data
 
     def _group_times(self) -> dict[str, float]:
@@ -146,10 +166,12 @@ class FusionReport:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
-    def table(self) -> str:
-        """The report as text: a summary line, the groups, refusals, rule counts."""
-        lines = [f"fusion level {self.level}: {self.ops_before} ops -> {self.kernels} kernels "
-                 f"({len(self.groups)} groups)"]
+    def table(self, rules: bool = True) -> str:
+        """The report as text: a summary line, the groups, refusals, each
+        control-flow region's own, rule counts (``rules``)."""
+        groups = len(self.groups) + sum(len(r.report.groups) for r in self.regions)
+        lines = [f"fusion level {self.level}: {self.total('ops_before')} ops -> {self.total('kernels')} kernels "
+                 f"({groups} groups)"]
         times = self._group_times()
         if self.estimate is not None:
             lines.append(f"estimated {self.estimate['total_us']:.2f} us on {self.estimate['target']} "
@@ -180,7 +202,11 @@ class FusionReport:
             for r in self.refused:
                 detail = f"  ({r.detail})" if r.detail else ""
                 lines.append(f"  {r.reason:<18}  {r.rule:<18}  {' + '.join(r.nodes) or '-'}{detail}")
-        if self.rules:
+        for r in self.regions:
+            inner = r.report.table(rules=False).splitlines()
+            lines += ["", f"  region {r.region} of {r.node} ({r.op}): {inner[0].split(': ', 1)[1]}"]
+            lines += ["  " + line if line else line for line in inner[1:]]
+        if self.rules and rules:
             lines += ["", f"  {'rule':<20}  level  matched  applied"]
             for name, s in self.rules.items():
                 state = "" if s.on else "  (off)"

@@ -24,7 +24,7 @@ from ...ir.registry import Kind
 from ..manager import Pass, register_pass
 from ..precision import group_dtype
 from .controls import Controls, FusionOptions
-from .explain import FusionReport, GroupRecord, Quantized, Raised, RuleStats
+from .explain import FusionReport, GroupRecord, Quantized, Raised, RegionReport, Refusal, RuleStats
 from .graph import SKIPPED, Graph, node_name, node_names
 from .manual import ManualRule, load_rules, parse_rules
 from .planner import Cluster, Planner
@@ -72,6 +72,7 @@ def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=N
     for rule in (r for r in RULES if r.last):
         _run_to_fixpoint(rule, plan)
     plan.write_refusals(report)
+    _control_flow_refusals(func, report)
     _unusable_rules(report, options.strict_rules)
     report.quantized = quantized_ops(func)
     report.groups = materialize(func, graph, plan, options.level)
@@ -88,8 +89,41 @@ def explain(module: Module, options: FusionOptions | None = None, *, rules=None,
 
 
 def count_ops(func: Func) -> int:
-    """Kernels the function would run: top-level ops other than constants and the return."""
-    return sum(1 for op in func.body.ops if op.name not in SKIPPED)
+    """Kernels the function would run: top-level ops other than constants,
+    the return and control flow (whose regions have kernels of their own)."""
+    return sum(1 for op in func.body.ops if op.name not in SKIPPED and not op.name.startswith("cf."))
+
+
+REGION_NAMES = {"cf.if": ("then", "else"), "cf.loop": ("body",)}
+
+
+def _control_flow_refusals(func: Func, report: FusionReport) -> None:
+    """A control-flow op ends fusion: what produces its operands and what
+    reads its results stay out of its regions' kernels (``control_flow``)."""
+    for op in func.body.ops:
+        if not op.name.startswith("cf."):
+            continue
+        around = [v.owner for v in op.operands if v.owner is not None and v.owner.name != "const"]
+        around += [user for r in op.results for user, _ in r.uses if user.name != "func.return"]
+        names = list(dict.fromkeys(node_name(o) for o in [op] + around))
+        regions = " and ".join(REGION_NAMES[op.name])
+        report.refuse(Refusal(names, "control_flow", "-", f"{names[0]}'s {regions} fuse only inside themselves"))
+
+
+def attach_regions(module: Module) -> None:
+    """Give ``module``'s fusion report its control-flow regions' reports
+    (after the pipeline ran on them: PassManager.run_in_regions), nested
+    ones inside theirs."""
+    from ...ir import control_regions
+
+    report = module.fusion_report
+    if report is None:
+        return
+    report.regions = []
+    for op, i, sub in control_regions(module):
+        if sub.fusion_report is not None:
+            attach_regions(sub)
+            report.regions.append(RegionReport(node_name(op), op.name, REGION_NAMES[op.name][i], sub.fusion_report))
 
 
 def _options(options: FusionOptions | None, overrides: dict) -> FusionOptions:

@@ -22,7 +22,7 @@ import onnx
 from onnx.backend.base import Backend, BackendRep, Device, DeviceType, namedtupledict
 
 from .compiler import compile as braze_compile
-from .errors import DynamicShapeError, InputError
+from .errors import DynamicShapeError, InputError, OnnxImportError
 
 
 class BrazeRep(BackendRep):
@@ -46,6 +46,10 @@ class BrazeRep(BackendRep):
         self.output_names = [o.name for o in model.graph.output]
         self.constant_inputs: set[str] = set()  # inputs braze needs at compile time
         self._artifacts: dict[tuple, object] = {}
+        for i in model.graph.input:
+            if not i.type.HasField("tensor_type"):
+                raise OnnxImportError(f"graph input '{i.name}' is not a tensor (sequences, optionals and maps are "
+                                      "unsupported)")
         if not any(_is_dynamic(i) for i in model.graph.input if i.name not in initializers):
             try:
                 self._artifacts[None] = braze_compile(model, level=level, **compile_options)

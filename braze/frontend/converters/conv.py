@@ -1,5 +1,5 @@
 """ONNX convolution and pooling converters: Conv, ConvTranspose, MaxPool,
-AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, MaxUnpool, Col2Im.
+AveragePool, GlobalAveragePool, GlobalMaxPool, LpPool, MaxUnpool, Col2Im, DeformConv.
 
 ONNX lets these omit kernel_shape, strides, pads and dilations, and choose
 pads with auto_pad; the converters resolve all of it, so that the IR's
@@ -225,3 +225,64 @@ def col2im(ctx, input, image_shape, block_shape, *, dilations=None, pads=None, s
         out = ctx.op("tensor.slice", [out], starts=(0, 0) + pads[:n], ends=(batch, channels) + tuple(
             p - e for p, e in zip(padded, pads[n:])), steps=(1,) * (n + 2))
     return out
+
+
+@converter("DeformConv", since=19)
+def deform_conv(ctx, X, W, offset, B=None, mask=None, *, dilations=None, group=1, kernel_shape=None,
+                offset_group=1, pads=None, strides=None):
+    """A 2-D convolution whose taps read X at learned offsets: each tap's
+    samples come from ``nn.grid_sample`` (bilinear, zeros outside), times
+    the mask, then one matmul per group with the weights."""
+    if X.type.rank != 4:
+        raise ctx.error(f"braze supports 2-D DeformConv; X is {X.type}")
+    n, c, h, w = X.type.shape
+    oc, cg, kh, kw = W.type.shape
+    dh, dw = dilations or (1, 1)
+    sh, sw = strides or (1, 1)
+    top, left = (pads or (0, 0, 0, 0))[:2]
+    oh, ow = offset.type.shape[2:]
+    taps, per = kh * kw, c // offset_group
+    dtype = X.type.np_dtype
+    # base sampling positions [taps, oh, ow] (y and x), before the offsets
+    ty, tx = np.meshgrid(np.arange(kh) * dh, np.arange(kw) * dw, indexing="ij")
+    base_y = (np.arange(oh) * sh - top)[None, :, None] + ty.reshape(taps, 1, 1)
+    base_x = (np.arange(ow) * sw - left)[None, None, :] + tx.reshape(taps, 1, 1)
+    base_y, base_x = (np.broadcast_to(b, (taps, oh, ow)) for b in (base_y, base_x))
+    off = ctx.op("tensor.reshape", [offset], shape=(n, offset_group, taps, 2, oh, ow))
+    if mask is not None:
+        mask = ctx.op("tensor.reshape", [mask], shape=(n, offset_group, 1, taps, oh, ow))
+    columns = []
+    for g in range(offset_group):
+        coords = []
+        for k, (base, size) in enumerate(((base_x, w), (base_y, h))):  # grid_sample wants x first
+            part = ctx.op("tensor.slice", [off], starts=(0, g, 0, 1 - k, 0, 0), ends=(n, g + 1, taps, 2 - k, oh, ow),
+                          steps=(1,) * 6)
+            part = ctx.op("tensor.reshape", [part], shape=(n, taps, oh, ow, 1))
+            at = ctx.op("math.add", [part, ctx.const(base.reshape(1, taps, oh, ow, 1).astype(dtype))])
+            # pixel -> grid_sample's normalized coordinate (align_corners=0): (2 p + 1) / size - 1
+            coords.append(ctx.op("math.sub", [ctx.op("math.div", [ctx.op("math.add", [
+                ctx.op("math.mul", [at, ctx.const(np.array(2, dtype))]), ctx.const(np.array(1, dtype))]),
+                ctx.const(np.array(size, dtype))]), ctx.const(np.array(1, dtype))]))
+        grid = ctx.op("tensor.reshape", [ctx.op("tensor.concat", coords, axis=4)], shape=(n, taps * oh, ow, 2))
+        xg = ctx.op("tensor.slice", [X], starts=(0, g * per, 0, 0), ends=(n, (g + 1) * per, h, w), steps=(1,) * 4)
+        sampled = ctx.op("nn.grid_sample", [xg, grid], mode="linear", padding="zeros", align_corners=False)
+        sampled = ctx.op("tensor.reshape", [sampled], shape=(n, 1, per, taps, oh, ow))
+        if mask is not None:
+            m = ctx.op("tensor.slice", [mask], starts=(0, g, 0, 0, 0, 0), ends=(n, g + 1, 1, taps, oh, ow),
+                       steps=(1,) * 6)
+            sampled = ctx.op("math.mul", [sampled, m])
+        columns.append(ctx.op("tensor.reshape", [sampled], shape=(n, per, taps, oh * ow)))
+    cols = columns[0] if len(columns) == 1 else ctx.op("tensor.concat", columns, axis=1)  # [n, c, taps, L]
+    outs = []
+    for g in range(group):
+        part = ctx.op("tensor.slice", [cols], starts=(0, g * cg, 0, 0), ends=(n, (g + 1) * cg, taps, oh * ow),
+                      steps=(1,) * 4)
+        part = ctx.op("tensor.reshape", [part], shape=(n, cg * taps, oh * ow))
+        wg = ctx.op("tensor.slice", [W], starts=(g * (oc // group), 0, 0, 0), ends=((g + 1) * (oc // group), cg, kh, kw),
+                    steps=(1,) * 4)
+        wg = ctx.op("tensor.reshape", [wg], shape=(oc // group, cg * taps))
+        outs.append(ctx.op("nn.matmul", [wg, part]))
+    y = outs[0] if len(outs) == 1 else ctx.op("tensor.concat", outs, axis=1)
+    if B is not None:
+        y = ctx.op("math.add", [y, ctx.op("tensor.reshape", [B], shape=(oc, 1))])
+    return ctx.op("tensor.reshape", [y], shape=(n, oc, oh, ow))

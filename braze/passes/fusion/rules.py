@@ -146,6 +146,11 @@ def elemwise_chain(plan: Planner, rule: FusionRule) -> None:
 
 
 # --- level 2 -------------------------------------------------------------------------------
+#: The most inputs a concat may have and still join a heavy op as its
+#: prologue (a multi-head split's few; not a recurrence's one per step).
+MAX_PROLOGUE_INPUTS = 8
+
+
 def injective_producer(plan: Planner, rule: FusionRule) -> None:
     """Data movement joins its consumer: light clusters with an injective op
     merge with light neighbours, or become the prologue of a heavy op."""
@@ -157,7 +162,13 @@ def injective_producer(plan: Planner, rule: FusionRule) -> None:
             return False
         if theirs <= LIGHT:
             return Kind.INJECTIVE in mine | theirs
-        return Kind.INJECTIVE in mine
+        return Kind.INJECTIVE in mine and not gathers_many(seed)
+
+    def gathers_many(i: int) -> bool:
+        """A concat of many inputs (an RNN's steps) before a heavy op: the
+        anchor's schedule would read it through a select per element."""
+        return any(plan.graph.ops[m].name == "tensor.concat" and len(plan.graph.ops[m].operands) > MAX_PROLOGUE_INPUTS
+                   for m in plan.cluster(i).members)
 
     for i in range(len(plan.graph)):
         if plan.is_light(i):

@@ -93,7 +93,22 @@ g (float[3,5] x, int64[1] k) => (values, indices) {
 g (float[2,3] x, float[3] s, float[3] b, float[3] m, float[3] v) => (y) {
   y = BatchNormalization <training_mode=1> (x, s, b, m, v)
 }
-// ERROR: training_mode=1 is not supported
+// CHECK:
+func.func @main(%x: tensor<2x3xf32>, %s: tensor<3xf32>, %b: tensor<3xf32>, %m: tensor<3xf32>, %v: tensor<3xf32>) -> (tensor<2x3xf32> {name = "y"}) {
+  %0 = "reduce.mean"(%x) {axes = [0], keepdims = true} : (tensor<2x3xf32>) -> tensor<1x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %1 = "math.sub"(%x, %0) : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %2 = "math.mul"(%1, %1) : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %3 = "reduce.mean"(%2) {axes = [0], keepdims = true} : (tensor<2x3xf32>) -> tensor<1x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %4 = "tensor.reshape"(%s) {shape = [1, 3]} : (tensor<3xf32>) -> tensor<1x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %5 = "tensor.reshape"(%b) {shape = [1, 3]} : (tensor<3xf32>) -> tensor<1x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %6 = "const"() {value = dense<[1e-05]>} : () -> tensor<f32> loc("BatchNormalization_0" : "BatchNormalization")
+  %7 = "math.add"(%3, %6) : (tensor<1x3xf32>, tensor<f32>) -> tensor<1x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %8 = "math.sqrt"(%7) : (tensor<1x3xf32>) -> tensor<1x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %9 = "math.div"(%1, %8) : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %10 = "math.mul"(%9, %4) : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  %11 = "math.add"(%10, %5) : (tensor<2x3xf32>, tensor<1x3xf32>) -> tensor<2x3xf32> loc("BatchNormalization_0" : "BatchNormalization")
+  "func.return"(%11) : (tensor<2x3xf32>) -> ()
+}
 
 // -----
 // the statistics outputs, in float32 (stash_type=1)

@@ -66,5 +66,9 @@ def __getattr__(name):  # lazy, so that `import braze` stays light
     raise AttributeError(name)
 
 
+def __dir__():  # the lazily imported names too
+    return sorted(set(globals()) | set(__all__))
+
+
 __all__ = ["Artifact", "BrazeError", "FusionOptions", "InferenceSession", "PassManager", "Target", "compile",
            "compile_module", "get_target", "kernels", "load", "load_onnx", "parse_ir", "schedule_variants"]

@@ -33,13 +33,14 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
             progress=None, cache_dir: str | None = None, schedules: dict | None = None,
             tuning_db: str | None = None, dynamic_batch=None, dynamic_dims=None, gears=None,
             pad_batch: bool = False, precision_mode: str | None = None, modify_mixlist=None, keep_dtype=None,
-            layout: str = "blocked", **controls) -> Artifact:
+            layout: str = "blocked", override_shapes: bool = False, **controls) -> Artifact:
     """Compile an ONNX model (path, bytes or ModelProto) into an Artifact.
 
     ``level`` is the fusion level (0: one kernel per op, default 2); ``fusion`` the other
     fusion controls (a ``FusionOptions`` or a dict of its fields: no_fuse,
     only_fuse, skip_nodes, scope, switch, rules, max_group_size, ...);
-    ``input_shapes`` binds dynamic input dimensions; ``threads`` the CPU
+    ``input_shapes`` binds dynamic input dimensions (``{"x": (1, 3, 224,
+    224)}``; a fixed one only with ``override_shapes``); ``threads`` the CPU
     threads to run with. ``progress(message)`` is called at each step. With
     ``cache_dir`` (or ``BRAZE_CACHE_DIR``) an identical earlier compile is reused.
     ``schedules`` pins kernels' schedules: kernel name -> ``{"rule": NAME,
@@ -68,9 +69,35 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     ``layout`` (docs/passes.md, "layout"): ``blocked`` (the default) gives
     conv chains the blocked channel layout (NCHWc) on CPU targets at levels
     1-3; ``plain`` keeps every tensor in the model's own layout.
-    """
-    from .frontend import import_onnx
 
+    Progress goes to ``progress`` when given, else to the ``braze`` logger
+    (``logging.getLogger("braze")``, level INFO); a ``progress`` with a
+    ``kernels`` attribute (an object with ``start(total)``, ``advance()``
+    and ``finish()``) also follows the kernels as TVM builds them.
+
+    Returns:
+        Artifact: ``.run({name: array})`` gives ``{name: array}``;
+        ``.save(path)`` writes the deployable folder (docs/usage.md).
+
+    Raises:
+        ModelLoadError: the file is missing or not an ONNX model.
+        OnnxImportError: an op, type or attribute braze does not support
+            (``UnsupportedOpError`` lists every such op type at once;
+            ``DynamicShapeError`` a shape known only at run time).
+        FusionRuleError: a fusion control or rule is invalid (or, with
+            ``strict_rules``, matches nothing).
+        CodegenError: TVM cannot build the model.
+
+    Example::
+
+        art = braze.compile("model.onnx", level=3, no_fuse=["Slice"])
+        y = art.run({"x": x})["y"]
+        art.save("model.braze")
+    """
+    from .frontend import import_onnx, parse_shape_bindings
+
+    if override_shapes:
+        input_shapes = parse_shape_bindings(input_shapes, override=True)
     if controls:
         fusion = _with_controls(fusion, controls)
     precision = precision_options(precision_mode, modify_mixlist, keep_dtype)
@@ -220,7 +247,8 @@ def _compile(modules, target, level, fusion, threads, progress, cache_dir, name,
         entries += [(rname, sub, on_failure(sub.fusion_report)) for rname, sub in region_functions(fname, m)]
         gear_entries.append((fname, m, on_failure(m.fusion_report)))
         entries.append(gear_entries[-1])
-    compiled = build_gears(entries, tgt, schedules=schedules, tuning_db=tuned)
+    compiled = build_gears(entries, tgt, schedules=schedules, tuning_db=tuned,
+                           progress=getattr(progress, "kernels", None))
     for (fname, m, _) in entries:
         if m.fusion_report is not None:
             m.fusion_report.kernels = len(compiled.functions[fname])
@@ -309,7 +337,10 @@ def _pins_record(schedules) -> dict:
 
 
 def _quiet(message: str) -> None:
-    pass
+    """Progress without a ``progress`` callback: the ``braze`` logger."""
+    import logging
+
+    logging.getLogger("braze").info(message)
 
 
 def _signature(func) -> dict:

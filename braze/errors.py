@@ -88,6 +88,11 @@ class CodegenError(BrazeError):
     """A kernel cannot be lowered or built by TVM."""
 
 
+class ReferenceRuntimeError(BrazeError):
+    """onnxruntime, the reference braze checks and times against, cannot
+    load or run the model (``verify``, ``bench``, ``profile --onnx``)."""
+
+
 class ArtifactError(BrazeError):
     """An artifact is missing, corrupt, or was built for another version or target."""
 

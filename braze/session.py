@@ -15,8 +15,9 @@ saved artifact (a ``.braze`` folder) is loaded. braze's own options
 (``target``, ``level``, ``fusion``, ``input_shapes``, ``threads``, and
 the gears: ``dynamic_batch``, ``dynamic_dims``, ``gears``, ``pad_batch``) are
 keywords; onnxruntime's ``sess_options`` gives the threads
-(``intra_op_num_threads``) and ``providers`` is accepted and ignored (the
-target decides where the kernels run).
+(``intra_op_num_threads``). ``providers`` does not choose where the
+kernels run, the target does: a provider other than CPU and CUDA, or CUDA
+with a CPU target, is a warning that says so.
 """
 
 from __future__ import annotations
@@ -61,6 +62,32 @@ class InferenceSession:
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *,
                  target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
                  cache_dir: str | bool | None = None, **gears):
+        """Compile ``path_or_bytes`` (an ONNX path, bytes or ModelProto),
+        or load it (a saved ``.braze`` artifact folder).
+
+        Args:
+            sess_options: onnxruntime's ``SessionOptions``; its
+                ``intra_op_num_threads`` gives the threads.
+            providers: onnxruntime's execution providers; braze runs on
+                ``target`` whatever they say (a warning says so when they
+                ask for something else).
+            provider_options: accepted for onnxruntime's signature; unused.
+            target, level, fusion, input_shapes, threads: as ``braze.compile``.
+            cache_dir: the build cache (default ``BRAZE_CACHE_DIR`` or
+                ``~/.cache/braze/builds``); False compiles afresh.
+            dynamic_batch, dynamic_dims, gears, pad_batch: gears, as
+                ``braze.compile``.
+
+        Raises:
+            BrazeError: a typed error (``OnnxImportError``, ``ModelLoadError``,
+                ``ArtifactError``, ...) naming the file, node or option.
+
+        Example::
+
+            sess = braze.InferenceSession("model.onnx", level=3)
+            (y,) = sess.run(None, {"x": x})
+        """
+        _check_providers(providers, target)
         if threads is None and sess_options is not None:
             threads = getattr(sess_options, "intra_op_num_threads", 0) or None
         if _is_artifact(path_or_bytes):
@@ -87,12 +114,16 @@ class InferenceSession:
         return self._artifact
 
     def get_inputs(self) -> list[NodeArg]:
+        """The model's inputs as onnxruntime lists them: ``NodeArg(name,
+        shape, type)``, e.g. ``NodeArg("x", [1, 3, 224, 224], "tensor(float)")``."""
         return [_node_arg(s) for s in self._artifact.inputs]
 
     def get_outputs(self) -> list[NodeArg]:
+        """The model's outputs, as ``get_inputs`` lists the inputs."""
         return [_node_arg(s) for s in self._artifact.outputs]
 
     def get_providers(self) -> list[str]:
+        """Where the kernels run: ``["braze:<target>"]``, e.g. ``["braze:cpu"]``."""
         return [f"braze:{self._artifact.manifest['target']['name']}"]
 
     def run(self, output_names, input_feed: dict, run_options=None) -> list:
@@ -105,3 +136,25 @@ class InferenceSession:
             raise InputError(f"no output named {', '.join(map(repr, unknown))}; the model's outputs are "
                              f"{', '.join(results)}")
         return [results[n] for n in names]
+
+
+_PROVIDERS = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda"}
+
+
+def _check_providers(providers, target) -> None:
+    """A warning for providers that ask for something the target does not give."""
+    import warnings
+
+    from .errors import BrazeWarning
+
+    kind = str(target).split("-")[0] if isinstance(target, str) else getattr(target, "kind", "cpu")
+    for p in providers or []:
+        name = p[0] if isinstance(p, (tuple, list)) else str(p)
+        wanted = _PROVIDERS.get(name)
+        if wanted is None:
+            warnings.warn(f"provider '{name}' is not one braze has; braze runs the kernels it compiled for "
+                          f"target '{target}' (CPUExecutionProvider and CUDAExecutionProvider map to the cpu and "
+                          "cuda targets)", BrazeWarning, stacklevel=3)
+        elif wanted == "cuda" and not kind.startswith("cuda"):
+            warnings.warn(f"provider '{name}' asks for a GPU, but the target is '{target}': braze runs on the "
+                          "target; pass target='cuda' to compile for the GPU", BrazeWarning, stacklevel=3)

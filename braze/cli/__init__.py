@@ -52,6 +52,10 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "override_shape", False):  # every command reads args.input_shape: the flag travels with it
+        from ..frontend import parse_shape_bindings
+
+        args.input_shape = parse_shape_bindings(args.input_shape, override=True)
     warnings.showwarning = _show_warning
     interrupts.install()  # and forget a Ctrl-C of an earlier main() in this process
     try:

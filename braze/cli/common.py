@@ -82,16 +82,64 @@ def read_ir(path: str | None, weights: str | None):
     return verify(parse_module(text, name, blobs))
 
 
+#: The exit status of a check that ran and failed (verify's accuracy,
+#: bench's controls, demo's numerics, schedule's timing): apart from 1 (an
+#: error) and 2 (a usage error, argparse's), so that a script can tell them apart.
+CHECK_FAILED = 3
+
+
 def _progress(enabled: bool):
-    """Progress lines on stderr, with the time since the start."""
-    start = time.perf_counter()
+    """Progress lines on stderr, with the time since the process started;
+    while TVM builds the kernels, a progress bar on a terminal (tqdm), or a
+    line every tenth of them elsewhere."""
+    start = process_started()
 
     def say(message: str) -> None:
         interrupts.stop_if_received()
         if enabled:
-            print(f"[{time.perf_counter() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
+            print(f"[{time.time() - start:6.1f}s] {message}", file=sys.stderr, flush=True)
 
+    say.kernels = _KernelProgress(say) if enabled else None
     return say
+
+
+class _KernelProgress:
+    """The kernel build, counted (codegen.compiled.build_functions)."""
+
+    def __init__(self, say):
+        self.say, self.bar, self.total, self.done = say, None, 0, 0
+
+    def start(self, total: int) -> None:
+        self.total, self.done = total, 0
+        if sys.stderr.isatty():
+            import shutil
+
+            from tqdm import tqdm
+
+            width = shutil.get_terminal_size((80, 24)).columns or 80  # a terminal may report 0 columns
+            self.bar = tqdm(total=total, unit="kernel", desc="building", file=sys.stderr, leave=False,
+                            ncols=min(width, 100))
+
+    def advance(self) -> None:
+        interrupts.stop_if_received()
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(1)
+        elif self.total and self.done * 10 // self.total != (self.done - 1) * 10 // self.total:
+            self.say(f"built {min(self.done, self.total)}/{self.total} kernels")
+
+    def finish(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def process_started() -> float:
+    """When this process started (``time.time()`` seconds): the CLI's clocks
+    count from there, interpreter and imports included."""
+    import psutil
+
+    return psutil.Process().create_time()
 
 
 def fusion_from_args(args) -> dict:
@@ -213,7 +261,9 @@ def compile_options(s, default_level=2, model_help="ONNX file", model_optional=F
     s.add_argument("--level", type=int, default=default_level, choices=range(0, 4),
                    help=f"fusion level 0-3 (default {default_level})")
     s.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="bind a graph input's shape (repeatable)")
+                   help="bind a graph input's dynamic dimensions (repeatable)")
+    s.add_argument("--override-shape", action="store_true",
+                   help="let --input-shape change dimensions the model fixes")
     s.add_argument("--threads", type=positive_int, help="CPU threads (default: all cores)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     s.add_argument("--layout", choices=("blocked", "plain"), default="blocked",
@@ -234,8 +284,9 @@ def compile_options(s, default_level=2, model_help="ONNX file", model_optional=F
     f.add_argument("--scope", help="fuse only inside: a glob, re:REGEX, index:A-B or between:A..B")
     f.add_argument("--switch", action="append", metavar="SPEC", help="rule switches: ALL=on,attention=off or a JSON file")
     f.add_argument("--rules", metavar="RULES.json", help="manual fusion rules (pattern rules, explicit groups)")
-    f.add_argument("--strict-rules", action="store_true",
-                   help="a manual rule that can never apply (unknown op type or node) is an error, not a warning")
+    f.add_argument("--strict-rules", "--strict", action="store_true", dest="strict_rules",
+                   help="a control or manual rule that matches nothing (an unknown op type, node or scope) is an "
+                        "error, not a warning")
     f.add_argument("--max-group-size", type=int, help="at most this many ops per group")
     f.add_argument("--memory-limit", type=int, metavar="BYTES", help="largest working set of a group")
     f.add_argument("--tile-limit", type=int, metavar="BYTES",

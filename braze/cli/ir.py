@@ -24,7 +24,9 @@ def _import_arguments(s) -> None:
     s.add_argument("model", help="ONNX file")
     s.add_argument("-o", "--output", help="IR text file (weights go beside it as NAME.weights.npz); default stdout")
     s.add_argument("--input-shape", action="append", metavar="NAME=1x3x224x224",
-                   help="bind a graph input's shape (repeatable)")
+                   help="bind a graph input's dynamic dimensions (repeatable)")
+    s.add_argument("--override-shape", action="store_true",
+                   help="let --input-shape change dimensions the model fixes")
     s.add_argument("-p", "--pipeline", help="passes to run after importing, e.g. canonicalize,cse,dce")
 
 

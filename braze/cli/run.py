@@ -9,9 +9,9 @@ from collections import Counter
 
 from ..errors import BrazeError, InputError, first_line
 from ..version import __version__
-from .common import (Command, _inputs_for, _progress, atomic, build_options, compile_from_args, demo_model_path,
-                     fusion_from_args, gear_inputs, gear_option, layout_from_args, positive_int, precision_from_args,
-                     spin_option)
+from .common import (_inputs_for, _progress, atomic, build_options, CHECK_FAILED, Command, compile_from_args,
+                     demo_model_path, fusion_from_args, gear_inputs, gear_option, layout_from_args, positive_int,
+                     precision_from_args, spin_option)
 from .remote import bench_over_rpc, profile_over_rpc, rpc_options, run_over_rpc, tracker_from_args
 
 
@@ -81,7 +81,7 @@ def cmd_verify(args) -> int:
         print("\n\n".join((f"gear {name}\n" if name else "") + r.table() for name, r in reports.items()))
         for v in extra.values():
             print("\n" + v.table())
-    return 0 if all(r.ok for r in reports.values()) else 2
+    return 0 if all(r.ok for r in reports.values()) else CHECK_FAILED
 
 
 def _mode_tolerance(artifact) -> float:
@@ -172,7 +172,7 @@ def cmd_bench(args) -> int:
     r = bench(path, onnx_path, _inputs_for(args, gear_inputs(artifact, args.gear)), threads, repeat=args.repeat,
               phases=args.phases, self_check=args.self_check, spin=args.spin, processes=args.processes)
     print(json.dumps(r.to_dict(), indent=2) if args.json else r.table())
-    return 0 if r.controls_ok else 2
+    return 0 if r.controls_ok else CHECK_FAILED
 
 
 def _bench_arguments(s) -> None:
@@ -251,7 +251,7 @@ def cmd_demo(args) -> int:
         r = bench(saved, path, inputs, threads, repeat=args.repeat)
     print(f"\nlatency, braze against onnxruntime (as braze bench measures it):\n{r.table()}")
     print("numerics: " + ("ok (max rel error <= 1e-4)" if ok else "FAILED"))
-    return 0 if ok else 2
+    return 0 if ok else CHECK_FAILED
 
 
 def _demo_arguments(s) -> None:

@@ -54,20 +54,21 @@ def build(module: Module, target: Target, on_group_failure=None, schedules: dict
 
 
 def build_gears(gears: list[tuple[str, Module, object]], target: Target, schedules: dict | None = None,
-                tuning_db=None) -> Compiled:
+                tuning_db=None, progress=None) -> Compiled:
     """``build`` for several modules, one Relax function each: ``gears`` is
     ``[(function name, module, on_group_failure), ...]``. Kernels identical
     between gears are built and stored once, and so are the weights
-    (compiled.build_functions, assemble.assemble_functions)."""
+    (compiled.build_functions, assemble.assemble_functions). ``progress``
+    follows the kernels as they are built (compiled.build_functions)."""
     with interrupts.watch():
-        return _build(gears, target, schedules, tuning_db)
+        return _build(gears, target, schedules, tuning_db, progress)
 
 
-def _build(gears, target: Target, schedules: dict | None, tuning_db) -> Compiled:
+def _build(gears, target: Target, schedules: dict | None, tuning_db, progress=None) -> Compiled:
     if target.kind == "cuda":  # GPU kernels: dlight's schedules and nvcc (gpu.py); not the CPU rules
         from . import gpu
 
-        return gpu.build(gears, target)
+        return gpu.build(gears, target, progress)
     schedules = schedules or {}
     # gears agree on packings; control-flow regions (functions of their own) keep theirs
     geared = [i for i, (_, m, _) in enumerate(gears) if m.main.body.parent is None]
@@ -77,7 +78,7 @@ def _build(gears, target: Target, schedules: dict | None, tuning_db) -> Compiled
             agreed[i] = pins
     functions, primfuncs = build_functions(
         gears, lambda k, gear: build_kernel(k, target, agreed[gear].get(k.name, schedules.get(k.name)),
-                                            tuned=tuning_db))
+                                            tuned=tuning_db), progress)
     kernels = distinct(functions)
     tgt = tvm_target(target)
 

@@ -49,14 +49,32 @@ def build_kernels(module: Module, build_one: Callable, on_group_failure=None) ->
             return kernels, primfuncs
 
 
-def build_functions(gears: list[tuple[str, Module, Callable | None]], build_one: Callable
+def build_functions(gears: list[tuple[str, Module, Callable | None]], build_one: Callable, progress=None
                     ) -> tuple[dict[str, list[Kernel]], dict]:
     """Each gear ``(function name, module, on_group_failure)`` built with
     ``build_kernels`` and ``build_one(kernel, gear index)``: (function -> its
     kernels, name -> PrimFunc). A kernel whose PrimFunc is identical to one
     an earlier gear built is that kernel (built once, stored once; within one
     gear, kernels stay apart as without gears); a different one whose name is
-    taken is renamed ``g<i>_<name>`` for gear ``i``."""
+    taken is renamed ``g<i>_<name>`` for gear ``i``. ``progress`` (with
+    ``start(total)``, ``advance()`` and ``finish()``) follows the kernels
+    as they are built."""
+    if progress is not None:
+        progress.start(sum(len(partition(m.main)) for _, m, _ in gears))
+        built_one = build_one
+
+        def build_one(k, gear=0):
+            func = built_one(k, gear)
+            progress.advance()
+            return func
+    try:
+        return _build_functions(gears, build_one)
+    finally:
+        if progress is not None:
+            progress.finish()
+
+
+def _build_functions(gears, build_one) -> tuple[dict[str, list[Kernel]], dict]:
     functions: dict[str, list[Kernel]] = {}
     primfuncs: dict = {}
     known: dict[int, list[str]] = {}  # earlier gears': structural hash of a PrimFunc without its name -> names

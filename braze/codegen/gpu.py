@@ -113,7 +113,7 @@ def build_kernel(kernel: Kernel, tgt: tvm.target.Target):
 
 
 # --- building ---------------------------------------------------------------------------
-def build(gears, target: Target):
+def build(gears, target: Target, progress=None):
     """Every kernel scheduled for the GPU, the model compiled with nvcc: a
     ``Compiled`` like the CPU build's, from ``[(function, module,
     on_group_failure), ...]`` (build.build_gears). A fused group that cannot
@@ -129,7 +129,7 @@ def build(gears, target: Target):
                 raise
             raise CodegenError(f"kernel {k.name} ({', '.join(k.nodes)}): {last_line(e)}") from None
 
-    functions, primfuncs = build_functions(gears, build_one)
+    functions, primfuncs = build_functions(gears, build_one, progress)
     kernels = distinct(functions)
     relax_mod = assemble_functions([(name, module, functions[name]) for name, module, _ in gears], primfuncs)
     with cuda_toolchain(target):

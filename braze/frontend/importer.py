@@ -61,25 +61,39 @@ def _parse_bytes(data: bytes, name: str) -> onnx.ModelProto:
     return model
 
 
-def parse_shape_bindings(specs) -> dict[str, tuple[int, ...]]:
+class ShapeBindings(dict):
+    """``{input name: shape}`` as ``--input-shape`` gives them; with
+    ``override``, a shape may also change dimensions the model fixes."""
+
+    def __init__(self, shapes=(), override: bool = False):
+        super().__init__(shapes)
+        self.override = override
+
+
+def parse_shape_bindings(specs, override: bool = False) -> ShapeBindings:
     """``["x=1x3x224x224", ...]`` or a dict -> {name: shape}."""
+    if isinstance(specs, ShapeBindings):
+        return ShapeBindings(specs, specs.override or override)
     if specs is None:
-        return {}
+        return ShapeBindings({}, override)
     if isinstance(specs, dict):
-        return {k: tuple(int(d) for d in v) for k, v in specs.items()}
+        return ShapeBindings({k: tuple(int(d) for d in v) for k, v in specs.items()}, override)
     out = {}
     for spec in specs:
         name, sep, dims = spec.rpartition("=")
         if not sep or not name or not re.fullmatch(r"\d+(x\d+)*|", dims):
             raise OnnxImportError(f"--input-shape '{spec}': expected NAME=1x3x224x224")
         out[name] = tuple(int(d) for d in dims.split("x")) if dims else ()
-    return out
+    return ShapeBindings(out, override)
 
 
-def import_onnx(source, input_shapes=None) -> Module:
-    """Import an ONNX model (path, bytes or ModelProto) into a verified Module."""
+def import_onnx(source, input_shapes=None, override_shapes: bool = False) -> Module:
+    """Import an ONNX model (path, bytes or ModelProto) into a verified
+    Module. ``input_shapes`` binds input dimensions (``{"x": (1, 3, 224,
+    224)}`` or ``["x=1x3x224x224"]``); only dynamic ones, unless
+    ``override_shapes``."""
     model = load_model(source)
-    return Importer(model, parse_shape_bindings(input_shapes)).run()
+    return Importer(model, parse_shape_bindings(input_shapes, override_shapes)).run()
 
 
 class Importer:
@@ -149,6 +163,14 @@ class Importer:
                 if tt.HasField("shape") and len(tt.shape.dim) != len(shape):
                     raise OnnxImportError(f"--input-shape {inp.name}: the input has rank {len(tt.shape.dim)}, "
                                           f"got {len(shape)} dimensions")
+                fixed = [(i, d.dim_value) for i, d in enumerate(tt.shape.dim)
+                         if d.HasField("dim_value") and d.dim_value != shape[i]] if tt.HasField("shape") else []
+                if fixed and not getattr(self.input_shapes, "override", False):
+                    i, size = fixed[0]
+                    raise OnnxImportError(
+                        f"--input-shape {inp.name}: dimension {i} is fixed at {size} in the model, not "
+                        f"{shape[i]}; a model exported for one size may compute wrong results at another. "
+                        "Give --override-shape (override_shapes=True in Python) if it is meant to run at any size")
             else:
                 shape = self.static_shape(inp)
             self.set_input_shape(inp, shape)

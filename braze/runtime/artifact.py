@@ -165,6 +165,23 @@ class Artifact:
                          "Compile a gear for this shape, or pad the input to a gear's shape")
 
     def run(self, inputs: dict) -> dict[str, np.ndarray]:
+        """Run the model once.
+
+        Args:
+            inputs: ``{input name: numpy array}``, every input of the model
+                (of a gear's shapes, when the artifact has gears).
+
+        Returns:
+            ``{output name: numpy array}``, in the model's output order.
+
+        Raises:
+            InputError: a missing or unknown input, or a shape or dtype the
+                artifact was not compiled for (it names the input).
+
+        Example::
+
+            outputs = braze.load("model.braze").run({"x": x})
+        """
         import tvm
 
         entry, arrays, batch = self._prepare(inputs)

@@ -234,6 +234,40 @@ class Controls:
         return None
 
 
+# --- controls that match nothing -------------------------------------------------------
+def unmatched_controls(options: FusionOptions, ops: list[Operation]) -> list[str]:
+    """A message for each control that matches none of ``ops`` (every op of
+    the model, its control-flow regions' included), naming what the model
+    has instead: such a control is almost always a typo or a name from
+    another export, and would otherwise change nothing (or, for a scope,
+    turn all fusion off) without a word."""
+    ops = [op for op in ops if op.name not in ("const", "func.return", "fuse.yield", "fuse.group")]
+    names = [node_name(op) for op in ops]
+    types = set().union(*(_types(op) for op in ops)) if ops else set()
+    onnx_types = sorted({op.loc.op_type for op in ops if op.loc and op.loc.op_type})
+    messages = []
+    for key in ("no_fuse", "only_fuse"):
+        for t in getattr(options, key):
+            if t not in types:
+                messages.append(f"no op matches {key} '{t}'; the model's op types are {_sample(onnx_types, 12)}")
+    for name in options.skip_nodes:
+        if name not in names:
+            messages.append(f"no node matches skip_nodes '{name}'; node names look like {_sample(names, 3)}")
+    for part in (p.strip() for p in options.scope.split(";") if p.strip()):
+        if part.startswith(("index:", "between:")):
+            continue  # checked where they are parsed
+        test = _regex(part[3:]) if part.startswith("re:") else _glob(part)
+        labels = [op.attributes.get("braze.fusion_scope", "") for op in ops]
+        if not any(test(n) for n in names + labels if n):
+            messages.append(f"no node matches scope '{part}'; node names look like {_sample(names, 3)}")
+    return messages
+
+
+def _sample(items: list[str], n: int) -> str:
+    shown = ", ".join(repr(x) for x in items[:n])
+    return shown + (f", ... ({len(items)} in all)" if len(items) > n else "") if items else "(none)"
+
+
 def _types(op: Operation) -> frozenset[str]:
     """The names an op answers to in no_fuse/only_fuse: its ONNX op type and braze name."""
     return frozenset(filter(None, (op.loc.op_type if op.loc else None, op.name)))

@@ -23,7 +23,7 @@ from ...ir import Block, Func, Module, Operation, Region
 from ...ir.registry import Kind
 from ..manager import Pass, register_pass
 from ..precision import group_dtype
-from .controls import Controls, FusionOptions
+from .controls import Controls, FusionOptions, unmatched_controls
 from .explain import FusionReport, GroupRecord, Quantized, Raised, RegionReport, Refusal, RuleStats
 from .graph import SKIPPED, Graph, node_name, node_names
 from .manual import ManualRule, load_rules, parse_rules
@@ -54,6 +54,8 @@ def fuse_module(module: Module, options: FusionOptions | None = None, *, rules=N
     options = _options(options, overrides)
     manual = _manual_rules(options, rules)
     func = module.main
+    if func.body.parent is None:  # the model, not one of its control-flow regions: check once, over all
+        _unmatched_controls(options, list(module.walk()))
     graph = Graph(func)
     controls = Controls(options, graph, [r.name for r in manual] + [r.name for r in RULES])
     report = FusionReport(level=options.level, ops_before=count_ops(func))
@@ -150,6 +152,14 @@ def _manual_rules(options: FusionOptions, extra) -> list[ManualRule]:
 
 #: the refusals that say a manual rule can never apply to this graph
 UNUSABLE = ("unknown_op_type", "unknown_node")
+
+
+def _unmatched_controls(options: FusionOptions, ops) -> None:
+    """Warn about (or, with ``strict_rules``, refuse) controls that match nothing."""
+    for message in unmatched_controls(options, ops):
+        if options.strict_rules:
+            raise FusionRuleError(f"{message} (strict: fix or remove the control)")
+        warnings.warn(message, FusionRuleWarning, stacklevel=3)
 
 
 def _unusable_rules(report: FusionReport, strict: bool) -> None:

@@ -1,0 +1,133 @@
+"""A new user's first hour (issue 41): models saved with external data
+reach onnxruntime by path, controls that match nothing say so, and
+--input-shape does not silently change a fixed dimension."""
+
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+import pytest
+from models import tiny
+
+import braze
+from braze.compiler import fuse_only
+from braze.errors import FusionRuleError, OnnxImportError, ReferenceRuntimeError
+from braze.errors import FusionRuleWarning
+
+
+def braze_cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "braze.cli", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+@pytest.fixture(scope="module")
+def external(tmp_path_factory):
+    """mobilenetv2-tiny saved as torch saves by default: NAME.onnx beside
+    NAME.onnx.data, in a folder of its own."""
+    folder = tmp_path_factory.mktemp("external")
+    model = onnx.load(str(tiny("mobilenetv2-tiny")))
+    onnx.save(model, str(folder / "m.onnx"), save_as_external_data=True, location="m.onnx.data")
+    assert (folder / "m.onnx.data").stat().st_size > (folder / "m.onnx").stat().st_size
+    x = np.random.default_rng(0).standard_normal((1, 3, 96, 96)).astype(np.float32)
+    np.savez(folder / "in.npz", input=x)
+    return folder
+
+
+def test_verify_and_profile_a_model_with_external_data_from_another_folder(external, tmp_path):
+    done = braze_cli("verify", external / "m.onnx", "--inputs", external / "in.npz", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "ok:" in done.stdout
+    art = tmp_path / "m.braze"
+    assert braze_cli("compile", external / "m.onnx", "-o", art, "-q", cwd=tmp_path).returncode == 0
+    done = braze_cli("profile", art, "--inputs", external / "in.npz", "--onnx", external / "m.onnx", "--repeat", 2,
+                     cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_onnxruntime_errors_are_typed():
+    from braze.measure import run_onnxruntime
+
+    with pytest.raises(ReferenceRuntimeError, match="onnxruntime cannot run the model on these inputs"):
+        run_onnxruntime(str(tiny("mobilenetv2-tiny")), {"input": np.zeros((1, 3, 64, 64), np.float32)})
+
+
+@pytest.mark.parametrize("controls, message", [
+    ({"scope": "encoder.layer.*"}, "no node matches scope 'encoder.layer.*'; node names look like 'node_"),
+    ({"skip_nodes": ["nonexistent"]}, "no node matches skip_nodes 'nonexistent'"),
+    ({"no_fuse": ["Foo"]}, "no op matches no_fuse 'Foo'; the model's op types are 'Add'"),
+])
+def test_a_control_that_matches_nothing_warns_or_with_strict_fails(controls, message):
+    with pytest.warns(FusionRuleWarning, match=message):
+        fuse_only(str(tiny("bert-tiny")), level=2, fusion=controls)
+    with pytest.raises(FusionRuleError, match="strict"):
+        fuse_only(str(tiny("bert-tiny")), level=2, fusion={**controls, "strict_rules": True})
+
+
+def test_controls_that_match_warn_nothing(recwarn):
+    fuse_only(str(tiny("bert-tiny")), level=2, fusion={"scope": "node_*", "no_fuse": ["Gather"],
+                                                       "skip_nodes": ["node_add"]})
+    assert not [w for w in recwarn if issubclass(w.category, FusionRuleWarning)]
+
+
+def test_strict_on_the_command_line():
+    done = braze_cli("explain", tiny("bert-tiny"), "--scope", "encoder.layer.*", "--strict")
+    assert done.returncode == 1
+    assert done.stderr.startswith("error: no node matches scope 'encoder.layer.*'")
+
+
+def test_input_shape_on_a_fixed_dimension_needs_override(tmp_path):
+    model = str(tiny("mobilenetv2-tiny"))
+    with pytest.raises(OnnxImportError, match="dimension 2 is fixed at 96 in the model, not 64.*--override-shape"):
+        braze.compile(model, input_shapes={"input": (1, 3, 64, 64)})
+    art = braze.compile(model, input_shapes={"input": (1, 3, 64, 64)}, override_shapes=True)
+    assert art.manifest["inputs"][0]["shape"] == [1, 3, 64, 64]
+    done = braze_cli("verify", model, "--input-shape", "input=1x3x64x64", "-q")
+    assert done.returncode == 1 and "--override-shape" in done.stderr
+    done = braze_cli("verify", model, "--input-shape", "input=1x3x64x64", "--override-shape", "-q")
+    assert done.returncode == 1 and done.stderr.startswith("error: onnxruntime cannot run the model")
+
+
+def test_exit_status_tells_usage_from_a_failed_check(tmp_path):
+    assert braze_cli("verify", "--no-such-option").returncode == 2
+    done = braze_cli("verify", tiny("bert-tiny"), "--tolerance", "1e-30", "-q")
+    assert done.returncode == 3, done.stderr
+    assert braze_cli("verify", tmp_path / "missing.onnx").returncode == 1
+
+
+def test_progress_counts_the_kernels_and_from_process_start(tmp_path):
+    done = braze_cli("compile", tiny("bert-tiny"), "-o", tmp_path / "a.braze", "--level", "1")
+    assert done.returncode == 0, done.stderr
+    assert "kernels" in done.stderr and "built" in done.stderr  # not a terminal: a line every tenth
+    import re
+
+    seconds = float(re.search(r"compiled in ([0-9.]+)s", done.stdout).group(1))
+    import json
+
+    assert seconds > json.loads((tmp_path / "a.braze" / "manifest.json").read_text())["compile_seconds"]
+
+
+def test_the_python_api_logs_and_lists_itself(caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="braze"):
+        braze.compile(str(tiny("bert-tiny")), level=1)
+    assert any(r.name == "braze" and ("building kernels" in r.message or "cached" in r.message)
+               for r in caplog.records)
+    assert {"compile", "load", "InferenceSession", "Artifact"} <= set(dir(braze))
+    for name in ("compile", "InferenceSession", "load"):
+        assert getattr(braze, name).__doc__
+    session = braze.InferenceSession
+    for method in ("__init__", "get_inputs", "get_outputs", "get_providers", "run"):
+        assert getattr(session, method).__doc__, method
+    assert "Returns" in braze.compile.__doc__ and "Raises" in braze.compile.__doc__
+    assert braze.Artifact.run.__doc__
+
+
+def test_providers_braze_cannot_honour_warn():
+    from braze.errors import BrazeWarning
+
+    with pytest.warns(BrazeWarning, match="provider 'TensorrtExecutionProvider' is not one braze has"):
+        braze.InferenceSession(str(tiny("bert-tiny")), providers=["TensorrtExecutionProvider"])
+    with pytest.warns(BrazeWarning, match="asks for a GPU, but the target is 'cpu'"):
+        braze.InferenceSession(str(tiny("bert-tiny")), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])

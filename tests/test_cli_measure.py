@@ -86,11 +86,16 @@ def test_compile_then_profile(model_path, tmp_path):
     r = braze("compile", model_path, "-o", out, "--level", "0")
     assert r.returncode == 0, r.stderr
     assert "2 kernels" in r.stdout
-    r = braze("profile", out, "--json")
+    r = braze("profile", out, "--json", "--trace", tmp_path / "trace.json")
     assert r.returncode == 0, r.stderr
-    rows = json.loads(r.stdout)
+    data = json.loads(r.stdout)
+    rows = data["kernels"]
     assert [row["ops"] for row in rows] == [["math.add"], ["math.relu"]]
     assert all(row["ms"] >= 0 for row in rows)
+    assert data["end_to_end_ms"] > 0 and data["runs"] >= 10
+    trace = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    assert [e["name"] for e in trace] == [row["kernel"] for row in rows]
+    assert all(e["ph"] == "X" and e["dur"] >= 0 for e in trace) and trace[1]["ts"] >= trace[0]["dur"] - 1e-3
 
 
 # --- profile --onnx: onnxruntime's per-node times next to each kernel -----------------------------
@@ -140,7 +145,7 @@ def test_profile_against_onnxruntime(named_model_path, tmp_path):
     r = braze("profile", out, "--onnx", named_model_path, "--json", "--repeat", "3")
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
-    assert set(data) == {"kernels", "braze_ms", "onnxruntime_ms", "onnxruntime_unmatched"}
+    assert set(data) == {"kernels", "braze_ms", "end_to_end_ms", "runs", "onnxruntime_ms", "onnxruntime_unmatched"}
     assert [k["nodes"] for k in data["kernels"]] == [["add0"], ["relu0"]]
     assert all(k["onnxruntime_ms"] is not None and k["onnxruntime_ms"] > 0 for k in data["kernels"])
     assert data["onnxruntime_ms"] >= sum(k["onnxruntime_ms"] for k in data["kernels"]) - 1e-9

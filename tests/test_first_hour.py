@@ -131,3 +131,27 @@ def test_providers_braze_cannot_honour_warn():
         braze.InferenceSession(str(tiny("bert-tiny")), providers=["TensorrtExecutionProvider"])
     with pytest.warns(BrazeWarning, match="asks for a GPU, but the target is 'cpu'"):
         braze.InferenceSession(str(tiny("bert-tiny")), providers=["CUDAExecutionProvider", "CPUExecutionProvider"])
+
+
+def test_reports_in_json_latency_and_info(tmp_path):
+    import json
+
+    art = tmp_path / "b.braze"
+    done = braze_cli("compile", tiny("bert-tiny"), "-o", art, "-q", "--json")
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    assert summary["kernels"] > 0 and summary["level"] == 2 and summary["inputs"][0]["name"] == "input_ids"
+    inputs = tiny("bert-tiny").with_suffix(".inputs.npz")
+    done = braze_cli("run", art, "--inputs", inputs, "--repeat", 5, "--warmup", 1, "--json")
+    data = json.loads(done.stdout)
+    assert [o["name"] for o in data["outputs"]] == ["last_hidden_state", "pooler_output"]
+    assert data["latency"]["runs"] == 5 and data["latency"]["median_ms"] > 0
+    done = braze_cli("run", art, "--inputs", inputs, "--repeat", 3)
+    assert "latency: median" in done.stdout and "over 3 runs" in done.stdout
+    passes = json.loads(braze_cli("passes", "--json").stdout)
+    assert {"fuse", "canonicalize"} <= {p["name"] for p in passes}
+    assert next(p for p in passes if p["name"] == "fuse")["options"]["level"] == 2
+    onnx_info = json.loads(braze_cli("info", tiny("bert-tiny"), "--json").stdout)
+    assert onnx_info["ops"]["MatMul"] == 16 and onnx_info["flops"] > 1e7 and onnx_info["parameter_bytes"] > 1e6
+    art_info = braze_cli("info", art)
+    assert "target: cpu" in art_info.stdout and "kernels:" in art_info.stdout

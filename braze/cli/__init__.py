@@ -27,7 +27,8 @@ __all__ = ["COMMANDS", "build_parser", "demo_model_path", "main"]
 _ALL = {c.name: c for c in (*ir.COMMANDS, *build.COMMANDS, *run.COMMANDS)}
 #: The order ``braze --help`` lists the subcommands in.
 COMMANDS = [_ALL[name] for name in ("import", "opt", "compile", "quantize", "run", "verify", "bench", "explain",
-                                    "kernels", "schedule", "tune", "profile", "ops", "targets", "passes", "demo")]
+                                    "kernels", "schedule", "tune", "profile", "info", "ops", "targets", "passes",
+                                    "demo")]
 assert len(COMMANDS) == len(_ALL), "a command is missing from COMMANDS' order"
 
 

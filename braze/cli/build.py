@@ -22,13 +22,20 @@ def cmd_compile(args) -> int:
     interrupts.stop_if_received()
     path = artifact.save(args.output)
     m = artifact.manifest
-    if artifact.gears:
+    seconds = time.time() - process_started()
+    if args.json:
+        print(json.dumps({"artifact": str(path), "kernels": len(m["kernels"]), "compile_seconds": round(seconds, 3),
+                          "target": m["target"]["name"], "level": m["level"],
+                          "inputs": m["inputs"], "outputs": m["outputs"],
+                          "gears": [g["name"] for g in artifact.gears] if artifact.gears else None,
+                          "fusion": {k: (m["fusion"] or {}).get(k) for k in ("ops_before", "kernels")}}, indent=2))
+    elif artifact.gears:
         calls = sum(len(g["kernels"]) for g in artifact.gears)
         print(f"wrote {path}: {len(artifact.gears)} gears ({', '.join(g['name'] for g in artifact.gears)}), "
               f"{len(m['kernels'])} kernels built for their {calls} ({calls - len(m['kernels'])} shared), "
-              f"compiled in {time.time() - process_started():.1f}s")
+              f"compiled in {seconds:.1f}s")
     else:
-        print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {time.time() - process_started():.1f}s")
+        print(f"wrote {path}: {len(m['kernels'])} kernels, compiled in {seconds:.1f}s")
     if args.fusion_result:
         from ..passes.fusion.explain import fusion_result
 
@@ -47,6 +54,9 @@ def _compile_arguments(s) -> None:
     s.add_argument("-o", "--output", required=True, help="artifact folder, e.g. model.braze")
     s.add_argument("--fusion-result", metavar="FILE.json",
                    help="also write per-rule match_times/effect_times, as the Ascend graph engine's fusion_result.json")
+    s.add_argument("--json", action="store_true",
+                   help='print a summary: {"artifact", "kernels", "compile_seconds", "target", "level", "inputs", '
+                        '"outputs", "gears", "fusion"}')
 
 
 def cmd_explain(args) -> int:

@@ -1,4 +1,4 @@
-"""Commands over the IR and the registries: import, opt, ops, targets, passes."""
+"""Commands over the IR and the registries: import, opt, ops, targets, passes, info."""
 
 from __future__ import annotations
 
@@ -99,16 +99,40 @@ def _targets_arguments(s) -> None:
 
 
 def cmd_passes(args) -> int:
+    import dataclasses
+
     from ..passes import available_passes
 
+    rows = []
     for name, cls in available_passes().items():
-        doc = (cls.__doc__ or "").strip().splitlines()[0]
-        print(f"  {name:<14} {doc}")
+        doc = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        options = {f.name.replace("_", "-"): f.default for f in dataclasses.fields(cls)
+                   if f.default is not dataclasses.MISSING} if dataclasses.is_dataclass(cls) else {}
+        rows.append({"name": name, "summary": doc, "options": options})
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        print(f"  {r['name']:<{width}}  {r['summary']}")
     return 0
 
 
 def _passes_arguments(s) -> None:
-    pass
+    s.add_argument("--json", action="store_true", help='print [{"name", "summary", "options": {name: default}}]')
+
+
+def cmd_info(args) -> int:
+    from ..tools.info import describe, table
+
+    info = describe(args.file)
+    print(json.dumps(info, indent=2, default=str) if args.json else table(info))
+    return 0
+
+
+def _info_arguments(s) -> None:
+    s.add_argument("file", help="an ONNX model or an artifact folder")
+    s.add_argument("--json", action="store_true", help="print the facts as JSON")
 
 
 COMMANDS = [
@@ -117,4 +141,6 @@ COMMANDS = [
     Command("ops", "supported ONNX op types and IR ops", _ops_arguments, cmd_ops),
     Command("targets", "the target descriptors (docs/targets.md)", _targets_arguments, cmd_targets),
     Command("passes", "list the registered passes", _passes_arguments, cmd_passes),
+    Command("info", "what an ONNX model or an artifact holds: inputs, outputs, ops, FLOPs, parameters",
+            _info_arguments, cmd_info),
 ]

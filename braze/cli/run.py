@@ -5,9 +5,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 from collections import Counter
 
-from ..errors import BrazeError, InputError, first_line
+from ..errors import BrazeError, InputError, RuntimeOptionError, first_line
 from ..version import __version__
 from .common import (_inputs_for, _progress, atomic, build_options, CHECK_FAILED, Command, compile_from_args,
                      demo_model_path, fusion_from_args, gear_inputs, gear_option, layout_from_args, positive_int,
@@ -22,25 +23,48 @@ def cmd_run(args) -> int:
     from ..runtime import load
 
     tracker = tracker_from_args(args)
+    latency = None
     if tracker:
+        if args.repeat:
+            raise RuntimeOptionError("--repeat times a local run; with --rpc use braze bench or profile")
         outputs = run_over_rpc(args, tracker)
     else:
-        outputs = load(args.artifact, spin=args.spin).run(load_inputs(args.inputs))
+        artifact = load(args.artifact, spin=args.spin)
+        inputs = load_inputs(args.inputs)
+        outputs = artifact.run(inputs)
+        if args.repeat:
+            times = sorted(1e3 * t for t in artifact.time_run(inputs, repeat=args.repeat, warmup=args.warmup))
+            latency = {"median_ms": statistics.median(times), "min_ms": times[0],
+                       "p90_ms": times[min(len(times) - 1, int(0.9 * len(times)))], "runs": len(times),
+                       "warmup": args.warmup, "threads": artifact.manifest.get("threads")}
     if args.output:
         out = args.output if args.output.endswith(".npz") else args.output + ".npz"
         with atomic(out, "wb") as f:
             np.savez(f, **outputs)
-        print(f"wrote {out}: {', '.join(outputs)}")
-    else:
+        if not args.json:
+            print(f"wrote {out}: {', '.join(outputs)}")
+    if args.json:
+        print(json.dumps({"outputs": [{"name": n, "shape": list(v.shape), "dtype": str(v.dtype)}
+                                      for n, v in outputs.items()], "latency": latency}, indent=2))
+        return 0
+    if not args.output:
         for name, value in outputs.items():
             print(f"{name}: {value.dtype}{list(value.shape)}  min {value.min():.6g}  max {value.max():.6g}")
+    if latency:
+        print(f"latency: median {latency['median_ms']:.3f} ms, p90 {latency['p90_ms']:.3f} ms, min "
+              f"{latency['min_ms']:.3f} ms over {latency['runs']} runs (after {latency['warmup']} warm-up runs)")
     return 0
 
 
 def _run_arguments(s) -> None:
-    s.add_argument("artifact")
+    s.add_argument("artifact", help="the artifact folder (braze compile -o)")
     s.add_argument("--inputs", required=True, help=".npz with one array per input name")
     s.add_argument("-o", "--output", help="write the outputs to this .npz")
+    s.add_argument("--repeat", type=int, default=0, metavar="N",
+                   help="then time N more runs and print their latency (median, p90, min)")
+    s.add_argument("--warmup", type=int, default=2, metavar="K", help="untimed runs before those (default 2)")
+    s.add_argument("--json", action="store_true",
+                   help='print {"outputs": [{"name", "shape", "dtype"}], "latency": {...} or null}')
     spin_option(s)
     rpc_options(s)
 
@@ -205,8 +229,13 @@ def cmd_profile(args) -> int:
     artifact = load(args.artifact)
     inputs = _inputs_for(args, gear_inputs(artifact, args.gear))
     theirs, unmatched = (_onnxruntime_profile(args, artifact, inputs) if args.onnx else (None, []))
+    runs = max(args.repeat, 10)
+    whole = statistics.median(artifact.time_run(inputs, repeat=runs)) * 1e3
     report = ProfileReport(profile(artifact, inputs, repeat=args.repeat), {k["name"]: k for k in artifact.kernels},
-                           theirs, unmatched)
+                           theirs, unmatched, whole, runs)
+    if args.trace:
+        with atomic(args.trace, "w") as f:
+            json.dump(report.trace(), f)
     print(json.dumps(report.to_dict(), indent=2) if args.json else report.table(args.top))
     return 0
 
@@ -215,9 +244,12 @@ def _profile_arguments(s) -> None:
     s.add_argument("artifact")
     rpc_options(s)
     s.add_argument("--inputs", help=".npz of inputs (default: random)")
-    s.add_argument("--repeat", type=positive_int, default=5)
+    s.add_argument("--repeat", type=positive_int, default=5,
+                   help="runs to take each kernel's median over (default 5; the end-to-end time takes at least 10)")
     gear_option(s)
     s.add_argument("--top", type=int, default=25, help="show the N slowest kernels")
+    s.add_argument("--trace", metavar="FILE.json",
+                   help="write the kernels' times as a Chrome trace (chrome://tracing, ui.perfetto.dev)")
     s.add_argument("--onnx", metavar="MODEL.onnx",
                    help="also profile onnxruntime on the same inputs and threads, and give each kernel "
                         "the time of its ONNX nodes there")

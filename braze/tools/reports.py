@@ -53,6 +53,9 @@ class ProfileReport:
     kernels: dict
     theirs: dict | None = None
     unmatched: list = field(default_factory=list)
+    #: one whole run, uninstrumented (median ms), and how many runs that is of
+    end_to_end_ms: float | None = None
+    runs: int = 0
 
     @property
     def total_ms(self) -> float:
@@ -66,10 +69,25 @@ class ProfileReport:
         kernels = [{"kernel": n, "ms": t, "ops": self.kernels[n]["ops"], "nodes": self.kernels[n]["nodes"],
                     **({"onnxruntime_ms": self.theirs.get(n)} if self.theirs is not None else {})}
                    for n, t in self.rows]
+        data = {"kernels": kernels, "braze_ms": self.total_ms, "end_to_end_ms": self.end_to_end_ms, "runs": self.runs}
         if self.theirs is None:
-            return kernels
-        return {"kernels": kernels, "braze_ms": self.total_ms, "onnxruntime_ms": self.onnxruntime_ms,
+            return data
+        return {**data, "onnxruntime_ms": self.onnxruntime_ms,
                 "onnxruntime_unmatched": [{"node": n, "op": op, "ms": ms} for n, op, ms in self.unmatched]}
+
+    def trace(self) -> dict:
+        """The kernels' median times laid end to end in execution order, as
+        a Chrome trace (chrome://tracing, ui.perfetto.dev): one complete
+        event per kernel, its ops and ONNX nodes as arguments."""
+        events, at = [], 0.0
+        for name, ms in self.rows:
+            k = self.kernels[name]
+            events.append({"name": name, "cat": "kernel", "ph": "X", "ts": round(at * 1e3, 3),
+                           "dur": round(ms * 1e3, 3), "pid": 1, "tid": 1,
+                           "args": {"ops": k["ops"], "nodes": k["nodes"], "rule": k.get("rule", "")}})
+            at += ms
+        return {"traceEvents": events, "displayTimeUnit": "ms",
+                "otherData": {"end_to_end_ms": self.end_to_end_ms, "runs": self.runs}}
 
     def table(self, top: int = 25) -> str:
         theirs, total = self.theirs, self.total_ms
@@ -82,6 +100,9 @@ class ProfileReport:
                 ort_cols = f" {ms:8.3f} {t / ms:6.2f}" if ms else f" {'-':>8} {'-':>6}"
             lines.append(f"{t:9.3f} {100 * t / total:5.1f}%{ort_cols}  {name}  [{', '.join(self.kernels[name]['ops'])}]")
         lines.append(f"{total:9.3f} 100.0%  total over {len(self.rows)} kernels")
+        if self.end_to_end_ms is not None:
+            lines.append(f"end to end: {self.end_to_end_ms:.3f} ms per run (median of {self.runs} runs, without the "
+                         "per-kernel instrumentation)")
         if theirs is not None:
             other = sum(ms for _, _, ms in self.unmatched)
             worst = sorted(self.unmatched, key=lambda r: -r[2])[:5]

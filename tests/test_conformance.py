@@ -40,7 +40,8 @@ STEMS = [
     # the rest of issue 40 (a sample: benchmarks/conformance.py runs them all)
     "gridsample", "scatter", "scatter_elements", "scatternd", "tensorscatter", "lppool", "bitcast", "nonzero",
     "unique", "nonmaxsuppression", "compress", "dft", "stft", "reversesequence", "melweightmatrix", "maxunpool",
-    "col2im", "affine_grid", "sce", "nllloss", "center_crop_pad", "blackmanwindow", "hannwindow", "hammingwindow",
+    "col2im",
+    # (ops imported as their onnx function bodies run in the script; test_convert_rest.py checks one)
 ]
 
 backend_test = onnx.backend.test.BackendTest(BrazeBackend, __name__)

@@ -37,3 +37,32 @@ def test_conformance_table_is_the_results_file():
     assert table.strip() == script.markdown_table(data).strip(), "rerun benchmarks/conformance.py --update-docs"
     plain = data["summary"]["plain"]
     assert plain["braze"] >= plain["onnxruntime"]  # issue 40's acceptance, on the recorded run
+
+
+def _blocks(text: str, language: str) -> list[str]:
+    import re
+
+    return re.findall(rf"```{language}\n(.*?)```", text, re.S)
+
+
+def test_readme_tour_runs_as_written(tmp_path):
+    """Every command of README.md's tour, and its Python snippet, run in a
+    fresh folder where braze/data is the shipped models."""
+    import os
+    import subprocess
+    import sys
+
+    text = (Path(__file__).parent.parent / "README.md").read_text()
+    assert len(text.splitlines()) <= 90
+    tour = text[text.index("## A tour"):]
+    (tmp_path / "braze").mkdir()
+    (tmp_path / "braze" / "data").symlink_to(Path(__file__).parent.parent / "braze" / "data")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    script = "set -e\n" + _blocks(tour, "bash")[0]
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "latency: median" in done.stdout and "FLOPs" in done.stdout
+    done = subprocess.run([sys.executable, "-c", _blocks(tour, "python")[0]], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -155,3 +155,15 @@ def test_reports_in_json_latency_and_info(tmp_path):
     assert onnx_info["ops"]["MatMul"] == 16 and onnx_info["flops"] > 1e7 and onnx_info["parameter_bytes"] > 1e6
     art_info = braze_cli("info", art)
     assert "target: cpu" in art_info.stdout and "kernels:" in art_info.stdout
+
+
+def test_the_shipped_dynamic_model_runs_on_gears_and_padded_batches():
+    from pathlib import Path
+
+    data = Path(braze.__file__).parent / "data"
+    art = braze.compile(str(data / "cnn-dynamic.onnx"), dynamic_batch="1,2,4", pad_batch=True)
+    x = dict(np.load(data / "cnn-dynamic.inputs.npz"))
+    want = dict(np.load(data / "cnn-dynamic.ref.npz"))["probs"]
+    np.testing.assert_allclose(art.run(x)["probs"], want, rtol=1e-5, atol=1e-6)
+    three = art.run({"input": np.concatenate([x["input"], x["input"][:1]])})["probs"]  # runs on the gear of 4
+    np.testing.assert_allclose(three, np.concatenate([want, want[:1]]), rtol=1e-5, atol=1e-6)

@@ -1,4 +1,4 @@
-"""braze's layers point only down (docs/architecture in README's "Layout").
+"""braze's layers point only down (docs/overview.md, "Code layout").
 
 Each module of ``braze`` belongs to a layer; it may import its own package
 and any layer below its own. Two layers hold sibling packages that must not

@@ -162,7 +162,8 @@ def test_dot_renders_odd_node_names(mlp):
 
 # --- HTML -------------------------------------------------------------------------------------
 ALLOWED = {"html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "div", "b", "code", "span",
-           "table", "tr", "th", "td", "ul", "li"}
+           "table", "tr", "th", "td", "ul", "li",
+           "svg", "defs", "marker", "path", "g", "rect", "text"}  # the inline SVG graph
 
 
 class Checker(HTMLParser):
@@ -187,8 +188,9 @@ class Checker(HTMLParser):
 def check_html(page: str) -> str:
     """The page's text, once it is known to be well-formed and self-contained."""
     assert page.startswith("<!DOCTYPE html>")
-    for external in ("<script", "<link", "src=", "http:", "https:", "url("):
+    for external in ("<script", "<link", "src=", "http:", "https:"):
         assert external not in page
+    assert not re.search(r"url\((?!#)", page)  # only references within the page (the arrowhead marker)
     checker = Checker()
     checker.feed(page)
     checker.close()
@@ -205,6 +207,33 @@ def test_html_lists_every_group(fused):
         assert g.name in text and rule_colour(g.rule) in page
     assert text.count("reads:") == report.kernels
     assert ("Refused merges" in text) == bool(report.refused)
+
+
+def test_html_draws_one_node_per_kernel_and_one_edge_per_value_passed(fused):
+    """The SVG: a node per kernel, an edge per (producer, consumer) pair of
+    kernels or graph inputs and outputs, with tooltips; times when given."""
+    module, report = fused
+    from braze.codegen.kernel import partition
+
+    kernels = partition(module.main)
+    page = to_html(module, report, times={k.name: 0.125 for k in kernels})
+    assert page.count('<g class="kernel"') == report.kernels == len(kernels)
+    func = module.main
+    top = {id(k.group if k.group is not None else k.ops[0]): i for i, k in enumerate(kernels)}
+    pairs = set()
+    for op in func.body.ops:
+        if id(op) not in top:
+            continue
+        for v in op.operands:
+            owner = v.owner
+            if owner is None:
+                pairs.add((v.name, top[id(op)]))
+            elif owner.name != "const":
+                pairs.add((top[id(owner)], top[id(op)]))
+    outputs = {(top[id(v.owner)] if v.owner is not None else v.name, n) for n, v in zip(func.result_names, func.outputs)}
+    assert page.count('<path class="edge"') == len(pairs) + len(outputs)
+    assert page.count("time: 0.125 ms") == len(kernels)
+    assert page.count('<g class="io"') == len(func.args) + len(func.outputs)
 
 
 def test_html_without_report_counts_from_the_module(mlp):

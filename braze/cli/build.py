@@ -82,7 +82,7 @@ def cmd_explain(args) -> int:
         if args.dot:
             _write_text(args.dot, draw.to_dot(module))
         if args.html:
-            _write_text(args.html, draw.to_html(module, report))
+            _write_text(args.html, draw.to_html(module, report, _profile_times(args.profile)))
     from ..passes.layout_blocks import layout_summary, summary_line
 
     layout = layout_summary(module)
@@ -99,8 +99,26 @@ def _explain_arguments(s) -> None:
     compile_options(s)
     gear_options(s, pad=False)
     s.add_argument("--json", action="store_true", help="the record as JSON (stable keys)")
-    s.add_argument("--dot", metavar="FILE", help="write the fused graph as Graphviz DOT")
-    s.add_argument("--html", metavar="FILE", help="write the fused graph as a self-contained HTML page")
+    s.add_argument("--dot", metavar="FILE", help="write the fused graph as Graphviz DOT (render it with Graphviz's "
+                                                 "dot; --html needs nothing installed)")
+    s.add_argument("--html", metavar="FILE",
+                   help="write the fused graph as a self-contained HTML page: an SVG of the kernels and their data "
+                        "flow, each kernel's ops, nodes and rule on hover")
+    s.add_argument("--profile", metavar="PROFILE.json",
+                   help="with --html: `braze profile --json` of an artifact built with the same options; each "
+                        "kernel's time goes in its tooltip")
+
+
+def _profile_times(path) -> dict | None:
+    """Kernel name -> ms from ``braze profile --json``'s file, or None."""
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        return {k["kernel"]: k["ms"] for k in data["kernels"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"{path}: not the JSON of braze profile --json ({e})") from None
 
 
 def cmd_kernels(args) -> int:
@@ -185,7 +203,7 @@ def _schedule_arguments(s) -> None:
                    help="max error relative to max(1, |reference|) (default 1e-4; a 16-bit --precision-mode's "
                         "own tolerance, docs/usage.md)")
     s.add_argument("--pin", metavar="PINS.json", help="write the fastest correct variant as a pins file")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true", help="print the variants and their timings as JSON")
 
 
 def cmd_tune(args) -> int:

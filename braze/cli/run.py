@@ -168,7 +168,8 @@ def _verify_arguments(s) -> None:
                         "the tolerance, and write them as a --keep-dtype file")
     s.add_argument("--samples", type=positive_int, metavar="N",
                    help="also run N random inputs: the worst error, and top-1 agreement of class-score outputs")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true",
+                   help='print {"ok", "tolerance", "outputs": [...], "groups": [...]} (docs/usage.md)')
 
 
 def cmd_bench(args) -> int:
@@ -213,9 +214,10 @@ def _bench_arguments(s) -> None:
                    help="fresh worker processes per engine, one after the other, sharing the phases (default 3)")
     s.add_argument("--self-check", action="store_true",
                    help="also time each engine against a second worker of itself: the controls must give "
-                        "1.00 +- 0.10 (exit status 2 if not)")
+                        "1.00 +- 0.10 (exit status 3 if not)")
     spin_option(s, "braze's idle spin while benchmarking")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true",
+                   help='print the timings as JSON (docs/usage.md, "bench")')
 
 
 def cmd_profile(args) -> int:
@@ -253,7 +255,8 @@ def _profile_arguments(s) -> None:
     s.add_argument("--onnx", metavar="MODEL.onnx",
                    help="also profile onnxruntime on the same inputs and threads, and give each kernel "
                         "the time of its ONNX nodes there")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--json", action="store_true",
+                   help='print {"kernels": [...], "braze_ms", "end_to_end_ms", "runs", ...} (docs/usage.md)')
 
 
 def cmd_demo(args) -> int:

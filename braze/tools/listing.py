@@ -119,9 +119,12 @@ def kernels(source, level: int = 2, fusion=None, input_shapes=None, target="cpu"
 
 def kernels_table(found: list[KernelInfo]) -> str:
     """Two lines per kernel: name, kind, schedule, MFLOP, MB; then its ops and shapes."""
-    lines = [f"{'kernel':<52} {'kind':<9} {'schedule':<10} {'params':<22} {'MFLOP':>9} {'MB':>8}"]
+    name_w = max([52] + [len(k.name) for k in found])  # columns line up whatever the names
+    sched_w = max([10] + [len(k.schedule or "-") for k in found])
+    params_w = max([22] + [len(k.params_text or "-") for k in found])
+    lines = [f"{'kernel':<{name_w}} {'kind':<9} {'schedule':<{sched_w}} {'params':<{params_w}} {'MFLOP':>9} {'MB':>8}"]
     for k in found:
-        lines.append(f"{k.name:<52} {k.kind:<9} {k.schedule or '-':<10} {k.params_text or '-':<22} "
+        lines.append(f"{k.name:<{name_w}} {k.kind:<9} {k.schedule or '-':<{sched_w}} {k.params_text or '-':<{params_w}} "
                      f"{k.flops / 1e6:9.1f} {k.bytes / 1e6:8.2f}")
         packed = f"   packed: {', '.join(k.packed)}" if k.packed else ""
         lines.append(f"    {', '.join(k.ops)}   {k.shapes_text}{packed}")

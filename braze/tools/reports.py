@@ -28,14 +28,17 @@ class VerifyReport:
         return data
 
     def table(self) -> str:
-        lines = [f"{'output':<24} {'max abs':>12} {'max rel':>12}"]
+        width = max([24] + [len(r.name) for r in self.outputs])  # columns line up whatever the names
+        lines = [f"{'output':<{width}} {'max abs':>12} {'max rel':>12}"]
         for r in self.outputs:
-            lines.append(f"{r.name:<24} {r.max_abs:12.3e} {r.max_rel:12.3e}"
+            lines.append(f"{r.name:<{width}} {r.max_abs:12.3e} {r.max_rel:12.3e}"
                          f"{'' if r.max_rel <= self.tolerance else '  FAIL'}")
         if self.groups is not None:
-            lines.append(f"\n{f'fused group (vs {self.against})':<48} {'max abs':>12} {'max rel':>12}")
+            title = f"fused group (vs {self.against})"
+            width = max([48, len(title)] + [len(g.name) for g in self.groups])
+            lines.append(f"\n{title:<{width}} {'max abs':>12} {'max rel':>12}")
             for g in self.groups:
-                lines.append(f"{g.name:<48} {g.max_abs:12.3e} {g.max_rel:12.3e}"
+                lines.append(f"{g.name:<{width}} {g.max_abs:12.3e} {g.max_rel:12.3e}"
                              f"{'' if g.max_rel <= self.tolerance else '  DRIFTS'}")
         lines.append(f"{'ok' if self.ok else 'FAILED'}: tolerance {self.tolerance:g} relative to each output's scale")
         return "\n".join(lines)

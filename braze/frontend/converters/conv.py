@@ -278,7 +278,8 @@ def deform_conv(ctx, X, W, offset, B=None, mask=None, *, dilations=None, group=1
         part = ctx.op("tensor.slice", [cols], starts=(0, g * cg, 0, 0), ends=(n, (g + 1) * cg, taps, oh * ow),
                       steps=(1,) * 4)
         part = ctx.op("tensor.reshape", [part], shape=(n, cg * taps, oh * ow))
-        wg = ctx.op("tensor.slice", [W], starts=(g * (oc // group), 0, 0, 0), ends=((g + 1) * (oc // group), cg, kh, kw),
+        per_group = oc // group
+        wg = ctx.op("tensor.slice", [W], starts=(g * per_group, 0, 0, 0), ends=((g + 1) * per_group, cg, kh, kw),
                     steps=(1,) * 4)
         wg = ctx.op("tensor.reshape", [wg], shape=(oc // group, cg * taps))
         outs.append(ctx.op("nn.matmul", [wg, part]))

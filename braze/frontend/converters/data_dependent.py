@@ -72,8 +72,9 @@ def _at_compile_time(ctx, inputs: list):
     feeds = {n: np.asarray(ctx.maybe_value(v)) for n, v in zip(names, inputs) if n and v is not None}
     node = onnx.NodeProto()
     node.CopyFrom(ctx.node)
-    graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype),
-                                                                             a.shape) for n, a in feeds.items()],
+    inputs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(a.dtype), a.shape)
+              for n, a in feeds.items()]
+    graph = helper.make_graph([node], "fold", inputs,
                               [helper.make_tensor_value_info(o, 0, None) for o in node.output if o])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ctx.opset)])
     outputs = ReferenceEvaluator(model).run(None, feeds)

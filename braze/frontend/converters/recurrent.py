@@ -145,8 +145,8 @@ class _Recurrence:
         steps = range(seq - 1, -1, -1) if reverse and lens is None else range(seq)
         ys = {}
         for t in steps:
-            x_t = ctx.op("tensor.reshape", [ctx.op("tensor.slice", [xp], starts=(t, 0, 0), ends=(t + 1, batch, gates * hidden),
-                                                   steps=(1, 1, 1))], shape=(batch, gates * hidden))
+            step = ctx.op("tensor.slice", [xp], starts=(t, 0, 0), ends=(t + 1, batch, gates * hidden), steps=(1, 1, 1))
+            x_t = ctx.op("tensor.reshape", [step], shape=(batch, gates * hidden))
             H_new, C_new = self.step(x_t, H, C, Rt, Rb, peep)
             if lens is not None:
                 live = ctx.op("tensor.reshape", [ctx.op("math.less", [ctx.const(np.array(t, np.int64)), lens])],

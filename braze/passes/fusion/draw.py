@@ -4,9 +4,11 @@
 cluster; edges run between the member ops themselves, so a group's operand
 ``i`` is followed to whatever its block argument ``i`` reads, and its result
 ``j`` to the producer of the ``fuse.yield`` operand ``j``. ``to_html`` needs
-no Graphviz: it lists the kernels in execution order, what each reads, and
-(given the ``FusionReport``) the refused merges. Constants are weights, not
-kernels, so both leave them out unless asked.
+no Graphviz: it draws the kernels as an SVG graph (laid out by grandalf's
+layered layout), each coloured by its rule and telling its ops, nodes and
+time on hover, then lists the kernels in execution order, what each reads,
+and (given the ``FusionReport``) the refused merges. Constants are weights,
+not kernels, so both leave them out unless asked.
 """
 
 from __future__ import annotations
@@ -154,9 +156,11 @@ table { border-collapse: collapse; } td, th { text-align: left; padding: 1px 8px
 """
 
 
-def to_html(module: Module, report: FusionReport | None = None) -> str:
-    """A self-contained HTML page: counts, the kernels in order with what
-    they read, a legend of the rules and, given ``report``, the refused merges."""
+def to_html(module: Module, report: FusionReport | None = None, times: dict[str, float] | None = None) -> str:
+    """A self-contained HTML page: counts, the graph of the kernels, the
+    kernels in order with what they read, a legend of the rules and, given
+    ``report``, the refused merges. ``times`` (kernel name, as ``braze
+    profile`` names them, -> ms) adds each kernel's time to its tooltip."""
     func = module.main
     kernels = [op for op in func.body.ops if op.name not in ("const", "func.return")]
     number = {id(op): k for k, op in enumerate(kernels, 1)}
@@ -164,7 +168,9 @@ def to_html(module: Module, report: FusionReport | None = None) -> str:
     title = f"Fused graph of @{_e(func.name)}"
     parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
              f"<title>braze: {title}</title><style>{_CSS}</style></head><body>", f"<h1>{title}</h1>",
-             f"<p>{_e(_counts(func, kernels, groups, report))}</p>", "<h2>Kernels, in execution order</h2>"]
+             f"<p>{_e(_counts(func, kernels, groups, report))}</p>",
+             "<h2>The kernels and their data flow</h2>", svg_graph(func, kernels, number, report, times),
+             "<h2>Kernels, in execution order</h2>"]
     parts += [_html_kernel(op, number) for op in kernels]
     outputs = [f"<code>{_e(name)}</code> &larr; {_e(_reads(v, number))}"
                for name, v in zip(func.result_names, func.outputs)]
@@ -177,6 +183,139 @@ def to_html(module: Module, report: FusionReport | None = None) -> str:
     if report is not None:
         parts.append(_html_refusals(report))
     return "\n".join(parts + ["</body></html>"]) + "\n"
+
+
+# --- the graph, as SVG ------------------------------------------------------------------------
+_NODE_H, _CHAR_W, _GAP = 34, 7, 28
+
+
+class _Box:
+    """What grandalf lays out: a node's size, and where it puts it."""
+
+    def __init__(self, w: float, h: float):
+        self.w, self.h, self.xy = w, h, (0.0, 0.0)
+
+
+class _Route:
+    """What grandalf routes: an edge's points."""
+
+    def __init__(self):
+        self.points = []
+
+    def setpath(self, points):
+        self.points = [tuple(p) for p in points]
+
+
+def svg_graph(func: Func, kernels: list, number: dict, report: FusionReport | None = None,
+              times: dict[str, float] | None = None) -> str:
+    """The kernels (and the graph's inputs and outputs) as nodes and the
+    values between them as edges, laid out top to bottom in layers by
+    grandalf's Sugiyama layout: one ``<g class="kernel">`` per kernel, one
+    ``<path class="edge">`` per edge."""
+    from grandalf.graphs import Edge, Graph, Vertex
+    from grandalf.layouts import SugiyamaLayout
+
+    from ...codegen.kernel import partition
+
+    names = {id(k.group if k.group is not None else k.ops[0]): k.name for k in partition(func)}
+    nodes: dict[str, dict] = {}
+    for a in func.args:
+        nodes[f"in:{a.name}"] = {"label": a.name, "kind": "input", "tip": f"input {a.name}: {shape_text(a.type)}"}
+    for op in kernels:
+        nodes[f"k{number[id(op)]}"] = _kernel_node(op, number, names, times)
+    for n, v in zip(func.result_names, func.outputs):
+        nodes[f"out:{n}"] = {"label": n, "kind": "output", "tip": f"output {n}: {shape_text(v.type)}"}
+    edges = []
+
+    def node_of(v: Value) -> str | None:
+        v = source(v)
+        if isinstance(v, BlockArgument):
+            return f"in:{v.name}" if v.block is func.body else None
+        if _is_const(v):
+            return None
+        op = v.op
+        while op.parent is not None and op.parent is not func.body:  # a member: its group is the kernel
+            op = op.parent.parent.parent
+        return f"k{number[id(op)]}" if id(op) in number else None
+
+    for op in kernels:
+        for v in dict.fromkeys(op.operands):
+            src = node_of(v)
+            if src is not None:
+                edges.append((src, f"k{number[id(op)]}"))
+    for n, v in zip(func.result_names, func.outputs):
+        src = node_of(v)
+        if src is not None:
+            edges.append((src, f"out:{n}"))
+    edges = list(dict.fromkeys(edges))
+    vertices = {key: Vertex(key) for key in nodes}
+    for key, v in vertices.items():
+        v.view = _Box(max(60, _CHAR_W * len(nodes[key]["label"]) + 16), _NODE_H)
+    graph_edges = []
+    for a, b in edges:
+        e = Edge(vertices[a], vertices[b])
+        e.view = _Route()
+        graph_edges.append(e)
+    graph = Graph(list(vertices.values()), graph_edges)
+    x0 = 0.0
+    for component in graph.C:  # each connected piece laid out on its own, side by side
+        layout = SugiyamaLayout(component)
+        layout.xspace, layout.yspace = _GAP, _GAP + _NODE_H
+        layout.init_all()
+        layout.draw()
+        left = min(v.view.xy[0] - v.view.w / 2 for v in component.sV)
+        shift = x0 - left
+        for v in component.sV:
+            v.view.xy = (v.view.xy[0] + shift, v.view.xy[1])
+        for e in component.sE:
+            e.view.points = [(x + shift, y) for x, y in e.view.points]
+        x0 = max(v.view.xy[0] + v.view.w / 2 for v in component.sV) + 2 * _GAP
+    width = x0
+    height = max(v.view.xy[1] + v.view.h / 2 for v in vertices.values()) + _GAP
+    out = [f'<svg class="graph" width="{width + 20:.0f}" '
+           f'height="{height + 20:.0f}" viewBox="-10 -10 {width + 20:.0f} {height + 20:.0f}">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>']
+    for e in graph_edges:
+        points = list(e.view.points or [e.v[0].view.xy, e.v[1].view.xy])
+        a, b = e.v[0].view, e.v[1].view  # from the source's bottom edge to the target's top edge
+        points[0] = (points[0][0], a.xy[1] + a.h / 2)
+        points[-1] = (points[-1][0], b.xy[1] - b.h / 2)
+        d = " ".join(f"{'M' if i == 0 else 'L'} {x:.1f} {y:.1f}" for i, (x, y) in enumerate(points))
+        out.append(f'<path class="edge" d="{d}" fill="none" stroke="#666" marker-end="url(#arrow)"/>')
+    for key, v in vertices.items():
+        node = nodes[key]
+        x, y = v.view.xy
+        w, h = v.view.w, v.view.h
+        kind = node["kind"]
+        fill = {"input": "#ffffff", "output": "#ffffff"}.get(kind, node.get("fill", GREY))
+        radius = 16 if kind in ("input", "output") else 5
+        out.append(f'<g class="{"kernel" if kind == "kernel" else "io"}" data-name="{_e(node.get("name", key))}">'
+                   f"<title>{_e(node['tip'])}</title>"
+                   f'<rect x="{x - w / 2:.1f}" y="{y - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{radius}" '
+                   f'fill="{fill}" stroke="#555"/>'
+                   f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle" font-size="12">{_e(node["label"])}</text>'
+                   "</g>")
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _kernel_node(op: Operation, number: dict, names: dict, times: dict | None) -> dict:
+    k = number[id(op)]
+    name = names.get(id(op), "")
+    if op.name == "fuse.group":
+        members = [m for m in op.regions[0].blocks[0].ops if m.name not in NOT_DRAWN]
+        rule = op.attr("rule", "")
+        tip = [f"#{k} {name}", f"rule: {rule}", "ops: " + ", ".join(m.name for m in members),
+               "nodes: " + ", ".join(m.loc.name for m in members if m.loc)]
+        label, fill = f"#{k} {rule} ({len(members)})", rule_colour(rule)
+    else:
+        tip = [f"#{k} {name}", f"op: {op.name}", f"node: {op_label(op)}"]
+        label, fill = f"#{k} {op.loc.op_type if op.loc and op.loc.op_type else op.name}", GREY
+    if times and name in times:
+        tip.append(f"time: {times[name]:.3f} ms")
+    tip.append("out: " + ", ".join(shape_text(r.type) for r in op.results))
+    return {"label": label, "kind": "kernel", "fill": fill, "tip": "\n".join(tip), "name": name}
 
 
 def _e(text) -> str:

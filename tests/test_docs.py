@@ -45,24 +45,41 @@ def _blocks(text: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", text, re.S)
 
 
-def test_readme_tour_runs_as_written(tmp_path):
-    """Every command of README.md's tour, and its Python snippet, run in a
-    fresh folder where braze/data is the shipped models."""
+def _run_blocks(tmp_path, bash: list[str], python: list[str]) -> str:
+    """Run shell and Python blocks of a doc, as written, in a fresh folder
+    where braze/data is the shipped models; the shell output."""
     import os
     import subprocess
     import sys
 
+    (tmp_path / "braze").mkdir()
+    (tmp_path / "braze" / "data").symlink_to(Path(__file__).parent.parent / "braze" / "data")
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(bash)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=900, env=env)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    for block in python:
+        ran = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=600,
+                             env=env)
+        assert ran.returncode == 0, block + ran.stderr[-2000:]
+    return done.stdout
+
+
+def test_readme_tour_runs_as_written(tmp_path):
+    """Every command of README.md's tour, and its Python snippet."""
     text = (Path(__file__).parent.parent / "README.md").read_text()
     assert len(text.splitlines()) <= 90
     tour = text[text.index("## A tour"):]
-    (tmp_path / "braze").mkdir()
-    (tmp_path / "braze" / "data").symlink_to(Path(__file__).parent.parent / "braze" / "data")
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
-    script = "set -e\n" + _blocks(tour, "bash")[0]
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    assert "latency: median" in done.stdout and "FLOPs" in done.stdout
-    done = subprocess.run([sys.executable, "-c", _blocks(tour, "python")[0]], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=600, env=env)
-    assert done.returncode == 0, done.stderr[-2000:]
+    out = _run_blocks(tmp_path, _blocks(tour, "bash")[:1], _blocks(tour, "python"))
+    assert "latency: median" in out and "FLOPs" in out
+
+
+def test_usage_commands_run_as_written(tmp_path):
+    """Every ```bash and ```python block of docs/usage.md (a synopsis with
+    placeholders is ```text)."""
+    text = (DOCS / "usage.md").read_text()
+    bash, python = _blocks(text, "bash"), _blocks(text, "python")
+    assert len(bash) >= 3 and len(python) >= 2
+    out = _run_blocks(tmp_path, bash, python)
+    assert "cnn.int8.braze: " in out and "gears" in out
+    assert (tmp_path / "fused.html").exists() and (tmp_path / "trace.json").exists()

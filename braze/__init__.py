@@ -27,8 +27,21 @@ from .errors import BrazeError  # noqa: E402
 def load_onnx(model, input_shapes=None):
     """Import an ONNX model (path, bytes or ModelProto) into an IR Module.
 
-    ``input_shapes`` binds dynamic input dimensions: ``{"x": (1, 3, 224, 224)}``
-    or ``["x=1x3x224x224"]``.
+    Args:
+        model: the ONNX model.
+        input_shapes: binds dynamic input dimensions: ``{"x": (1, 3, 224,
+            224)}`` or ``["x=1x3x224x224"]``.
+
+    Returns:
+        Module: the IR; ``print(module)`` is its text.
+
+    Raises:
+        ModelLoadError, OnnxImportError: as ``braze.compile``.
+
+    Example::
+
+        module = braze.load_onnx("model.onnx")
+        braze.PassManager.parse("canonicalize,cse,dce").run(module)
     """
     from .frontend import import_onnx
 
@@ -36,7 +49,23 @@ def load_onnx(model, input_shapes=None):
 
 
 def parse_ir(text: str, weights: str | None = None):
-    """Parse and verify IR text; ``weights`` is a ``.weights.npz`` file."""
+    """Parse and verify IR text.
+
+    Args:
+        text: IR text (``braze import`` writes it).
+        weights: the ``.weights.npz`` beside it, for its ``dense_resource`` constants.
+
+    Returns:
+        Module: the verified IR.
+
+    Raises:
+        ParseError: the text does not parse (it names the line and column).
+        VerifyError: an op breaks its contract (it names the op).
+
+    Example::
+
+        module = braze.parse_ir(open("model.mlir").read(), "model.weights.npz")
+    """
     from .ir import load_blobs, parse_module, verify
 
     return verify(parse_module(text, blobs=load_blobs(weights) if weights else None))

@@ -191,8 +191,20 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
                    cache_dir: str | None = None, name: str = "model", started: float | None = None,
                    schedules: dict | None = None, tuning_db: str | None = None,
                    precision: dict | None = None, layout: str = "blocked") -> Artifact:
-    """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text);
-    ``precision``: ``precision_options(...)``; ``layout`` as ``compile``'s."""
+    """Compile an IR module (e.g. from ``braze.load_onnx`` or parsed IR text)
+    with ``compile``'s options (``precision``: ``pipeline.precision_options(...)``).
+
+    Returns:
+        Artifact: as ``compile``'s.
+
+    Raises:
+        PassError, FusionRuleError, CodegenError: as ``compile``.
+
+    Example::
+
+        module = braze.parse_ir(open("model.mlir").read(), "model.weights.npz")
+        art = braze.compile_module(module, level=3)
+    """
     return _compile([(None, module)], target, level, fusion, threads, progress, cache_dir, name, started,
                     schedules, tuning_db, precision, layout)
 

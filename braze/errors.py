@@ -10,7 +10,14 @@ from __future__ import annotations
 
 
 class BrazeError(Exception):
-    """Base class of every error braze raises on purpose."""
+    """The base of every error braze raises on purpose (docs/errors.md lists
+    them all). Catch it to handle any of them::
+
+        try:
+            braze.compile("model.onnx")
+        except braze.BrazeError as e:
+            print(f"error: {e}")
+    """
 
 
 class ModelLoadError(BrazeError):

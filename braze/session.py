@@ -57,7 +57,14 @@ def _is_artifact(model) -> bool:
 
 
 class InferenceSession:
-    """A compiled (or loaded) model run the way onnxruntime runs one."""
+    """A compiled (or loaded) model run the way onnxruntime runs one.
+
+    Example::
+
+        sess = braze.InferenceSession("model.onnx")
+        x = sess.get_inputs()[0]
+        (y,) = sess.run(None, {x.name: data})
+    """
 
     def __init__(self, path_or_bytes, sess_options=None, providers=None, provider_options=None, *,
                  target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,

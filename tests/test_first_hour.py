@@ -167,3 +167,16 @@ def test_the_shipped_dynamic_model_runs_on_gears_and_padded_batches():
     np.testing.assert_allclose(art.run(x)["probs"], want, rtol=1e-5, atol=1e-6)
     three = art.run({"input": np.concatenate([x["input"], x["input"][:1]])})["probs"]  # runs on the gear of 4
     np.testing.assert_allclose(three, np.concatenate([want, want[:1]]), rtol=1e-5, atol=1e-6)
+
+
+def test_every_public_name_documents_itself():
+    """Every name in braze.__all__ has a docstring with an example; the
+    functions also say what they return and raise."""
+    import inspect
+
+    for name in braze.__all__:
+        obj = getattr(braze, name)
+        doc = obj.__doc__ or ""
+        assert "Example" in doc or "::" in doc, name
+        if inspect.isfunction(obj):
+            assert "Returns" in doc and "Raises" in doc, name

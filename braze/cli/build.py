@@ -81,6 +81,11 @@ def cmd_explain(args) -> int:
 
         if args.dot:
             _write_text(args.dot, draw.to_dot(module))
+            import shutil
+
+            if shutil.which("dot") is None:
+                print(f"note: {args.dot} is Graphviz DOT, and Graphviz's `dot` is not installed here to render it "
+                      "(`dot -Tsvg`); --html draws the graph with nothing to install", file=sys.stderr)
         if args.html:
             _write_text(args.html, draw.to_html(module, report, _profile_times(args.profile)))
     from ..passes.layout_blocks import layout_summary, summary_line

@@ -158,7 +158,19 @@ def run_in_regions(p: Pass, module: Module) -> bool:
 
 # --- the manager ----------------------------------------------------------------------------
 class PassManager:
-    """Runs passes in order; can verify, time and print the IR after each."""
+    """Runs passes in order; can verify, time and print the IR after each.
+
+    ``PassManager.parse("canonicalize,cse,fuse{level=3}")`` builds one from
+    a pipeline string (docs/passes.md); ``run(module)`` runs it (in every
+    control-flow region too) and raises ``PassError`` naming a pass whose
+    output does not verify.
+
+    Example::
+
+        pm = braze.PassManager.parse("canonicalize,cse,dce", print_ir_after_all=True)
+        pm.run(braze.load_onnx("model.onnx"))
+        print(pm.timing_report())
+    """
 
     def __init__(self, passes: list[Pass], verify_each: bool = True, print_ir_after_all: bool = False,
                  out: TextIO | None = None):

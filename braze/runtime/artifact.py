@@ -23,7 +23,18 @@ LIB, MANIFEST, IR = "lib.so", "manifest.json", "model.mlir"
 
 
 class Artifact:
-    """A compiled model. ``run({name: array}) -> {name: array}``."""
+    """A compiled model, what ``braze.compile`` returns and ``braze.load``
+    reads: ``run({name: array}) -> {name: array}``; ``inputs`` and
+    ``outputs`` (name, shape, dtype), ``kernels``, ``manifest``;
+    ``save(path)`` writes the deployable folder (docs/usage.md, "The
+    artifact").
+
+    Example::
+
+        art = braze.compile("model.onnx")
+        art.save("model.braze")
+        print(art.inputs, art.outputs, len(art.kernels))
+    """
 
     def __init__(self, manifest: dict, ir_text: str, executable=None, lib_path: str | None = None):
         self.manifest = manifest
@@ -342,7 +353,25 @@ def load(path: str, check_target: bool = True, spin=None) -> Artifact:
 
     ``spin`` (``"off"``, ``"short"`` (braze's default), ``"long"`` or a count):
     how long TVM's idle workers keep spinning after each kernel; one setting
-    per process, chosen before its first run (braze.threads)."""
+    per process, chosen before its first run (braze.threads).
+
+    Args:
+        path: the folder ``braze compile -o`` or ``Artifact.save`` wrote.
+        check_target: refuse an artifact built for a CPU feature this one
+            lacks (True), rather than let it stop on an illegal instruction.
+        spin: as above; None keeps the process's setting.
+
+    Returns:
+        Artifact: ``.run(inputs)``, ``.inputs``, ``.outputs``, ``.kernels``.
+
+    Raises:
+        ArtifactError: the folder is missing, corrupt, of another format or
+            TVM version, or built for a CPU feature this machine lacks.
+
+    Example::
+
+        outputs = braze.load("model.braze").run({"x": x})
+    """
     path = os.fspath(path)
     if spin is not None:
         from ..threads import set_spin

@@ -37,7 +37,13 @@ class Target:
     built with (``llvm`` or ``cuda``), ``mcpu`` the LLVM name of the host CPU,
     ``num_cores`` the parallel units a schedule spreads work over (CPU
     threads; a GPU's SMs), ``family`` the descriptor's (``cpu``, ``cuda``,
-    ``ascend``); ``cuda``/``npu`` hold the device's own fields."""
+    ``ascend``); ``cuda``/``npu`` hold the device's own fields.
+
+    Example::
+
+        target = braze.get_target("cpu-avx2")
+        print(target.name, target.kind, target.mcpu)
+    """
 
     name: str
     kind: str
@@ -167,7 +173,23 @@ def _host(threads: int | None) -> dict:
 
 def get_target(spec="cpu", threads: int | None = None) -> Target:
     """A Target from a Target, a built-in name (``cpu``, ``cuda-sm90``,
-    ``ascend910b-like``...), or a descriptor file's path."""
+    ``ascend910b-like``...), or a descriptor file's path.
+
+    Args:
+        spec: the name, a descriptor's path or dict, or a Target.
+        threads: the CPU threads kernels spread over (default: all cores).
+
+    Returns:
+        Target: what ``braze.compile(target=...)`` takes.
+
+    Raises:
+        TargetError: an unknown name (the message lists the built-in ones)
+            or a descriptor that does not validate.
+
+    Example::
+
+        braze.compile("model.onnx", target=braze.get_target("cpu-avx2"))
+    """
     if isinstance(spec, Target):
         return spec
     if spec in (None, "llvm"):

@@ -192,7 +192,19 @@ def schedule_variants(model, kernel: str, variants=None, *, count: int = 5, leve
     the default schedule is always compared too (first). ``level``,
     ``fusion`` and ``input_shapes`` must be those of the compile the kernel
     name comes from, and ``precision`` (``{"mode": ...}``) and ``layout`` its
-    precision and layout options."""
+    precision and layout options.
+
+    Returns:
+        Experiment: each variant's time, error and build status;
+        ``.table()`` prints them, ``.fastest`` is the best that built.
+
+    Raises:
+        ScheduleError: an unknown kernel name or rule, or a pin its rule refuses.
+
+    Example::
+
+        print(braze.schedule_variants("model.onnx", "k10").table())
+    """
     tgt = cpu_target(target, threads)
     if isinstance(model, (str, os.PathLike)) and os.path.isdir(model):
         raise ScheduleError(f"{model}: braze schedule takes the ONNX model (an artifact holds compiled kernels); "

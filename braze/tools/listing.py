@@ -106,7 +106,20 @@ def kernels(source, level: int = 2, fusion=None, input_shapes=None, target="cpu"
             threads: int | None = None, precision: dict | None = None,
             layout: str = "blocked") -> list[KernelInfo]:
     """The kernels of an ONNX model (fused and planned, nothing built) or of
-    an artifact (a path or an ``Artifact``: the schedules it was built with)."""
+    an artifact (a path or an ``Artifact``: the schedules it was built with).
+
+    Returns:
+        list[KernelInfo]: name, ops, nodes, kind, shapes, schedule and its
+        parameters, FLOPs and bytes of each kernel, in execution order.
+
+    Raises:
+        OnnxImportError, ArtifactError: as ``compile`` and ``load``.
+
+    Example::
+
+        for k in braze.kernels("model.onnx", level=3):
+            print(k.name, k.schedule, k.flops)
+    """
     from ..runtime.artifact import MANIFEST, Artifact
 
     if isinstance(source, Artifact) or (isinstance(source, (str, os.PathLike))

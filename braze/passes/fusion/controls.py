@@ -36,6 +36,10 @@ class FusionOptions:
     it to its unified buffer. A manual rule that can never apply (an op type
     braze does not know, a node not in the graph) is a ``FusionRuleWarning``,
     or with ``strict_rules`` a ``FusionRuleError``.
+    
+    Example::
+
+        braze.compile("model.onnx", fusion=braze.FusionOptions(level=3, no_fuse=("Slice",), scope="encoder*"))
     """
 
     level: int = 2

@@ -52,8 +52,9 @@ def _run_blocks(tmp_path, bash: list[str], python: list[str]) -> str:
     import subprocess
     import sys
 
-    (tmp_path / "braze").mkdir()
-    (tmp_path / "braze" / "data").symlink_to(Path(__file__).parent.parent / "braze" / "data")
+    # braze/ here is the package itself (so braze/data is the shipped models, and `import braze` from
+    # this folder finds the package, not a bare folder of that name)
+    (tmp_path / "braze").symlink_to(Path(__file__).parent.parent / "braze")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(bash)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=900, env=env)

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import BrazeError, ReferenceRuntimeError, first_line
+from .errors import BrazeError, first_line
+from .reference import ort_session
 from .timing import IDLE_TIMEOUT_S, PROBE_S, Ratio, Timing
 
 
@@ -81,50 +82,6 @@ def load_inputs(path: str) -> dict[str, np.ndarray]:
         raise InputError(f"{path}: cannot read its arrays ({first_line(e)}); {usage}") from None
 
 
-
-
-def ort_session(model, threads: int | None, profile_prefix: str | None = None):
-    """An onnxruntime CPU session on ``threads`` intra-op threads (its
-    profiler on, writing under ``profile_prefix``, when given). A model path
-    goes to onnxruntime as a path, so that weights stored beside it
-    (external data) load from its folder; a ReferenceRuntimeError says what
-    onnxruntime could not do."""
-    import os
-
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    if threads:
-        opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    if profile_prefix:
-        opts.enable_profiling = True
-        opts.profile_file_prefix = profile_prefix
-    source = model.SerializeToString() if hasattr(model, "SerializeToString") else model
-    if isinstance(source, os.PathLike):
-        source = os.fspath(source)
-    try:
-        session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
-    except Exception as e:  # onnxruntime raises its own types (Fail, InvalidGraph, ...)
-        where = source if isinstance(source, str) else "the model"
-        raise ReferenceRuntimeError(f"onnxruntime cannot load {where}: {first_line(e)}") from None
-    return _CheckedSession(session)
-
-
-class _CheckedSession:
-    """An onnxruntime session whose ``run`` errors are ReferenceRuntimeErrors."""
-
-    def __init__(self, session):
-        self.session = session
-
-    def __getattr__(self, name):
-        return getattr(self.session, name)
-
-    def run(self, names, feeds):
-        try:
-            return self.session.run(names, feeds)
-        except Exception as e:  # a shape or type onnxruntime refuses
-            raise ReferenceRuntimeError(f"onnxruntime cannot run the model on these inputs: {first_line(e)}") from None
 
 
 # --- verify -----------------------------------------------------------------------------------

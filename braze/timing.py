@@ -140,7 +140,7 @@ def _runner(engine: Engine, threads: int, inputs: dict):
 
         return load(engine.source, spin=engine.spin).runner(inputs)
     if engine.kind == "onnxruntime":
-        from .measure import ort_session
+        from .reference import ort_session
 
         sess = ort_session(engine.source, threads).session  # timed without the error wrapper
         return lambda: sess.run(None, inputs)

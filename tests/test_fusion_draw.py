@@ -216,7 +216,7 @@ def test_html_draws_one_node_per_kernel_and_one_edge_per_value_passed(fused):
     from braze.codegen.kernel import partition
 
     kernels = partition(module.main)
-    page = to_html(module, report, times={k.name: 0.125 for k in kernels})
+    page = to_html(module, report, times={k.name: 0.125 for k in kernels}, names=[k.name for k in kernels])
     assert page.count('<g class="kernel"') == report.kernels == len(kernels)
     func = module.main
     top = {id(k.group if k.group is not None else k.ops[0]): i for i, k in enumerate(kernels)}

@@ -87,7 +87,10 @@ def cmd_explain(args) -> int:
                 print(f"note: {args.dot} is Graphviz DOT, and Graphviz's `dot` is not installed here to render it "
                       "(`dot -Tsvg`); --html draws the graph with nothing to install", file=sys.stderr)
         if args.html:
-            _write_text(args.html, draw.to_html(module, report, _profile_times(args.profile)))
+            from ..codegen.kernel import partition
+
+            names = [k.name for k in partition(module.main)]  # as the artifact and `braze profile` name them
+            _write_text(args.html, draw.to_html(module, report, _profile_times(args.profile), names))
     from ..passes.layout_blocks import layout_summary, summary_line
 
     layout = layout_summary(module)

@@ -5,12 +5,7 @@ from __future__ import annotations
 import tvm
 
 from ..targets import Target
-from ..targets.detect import cores, llvm_cpu
-
-
-def host_cpu_name() -> str:
-    # "native" is silently "generic" in TVM 0.27: ask LLVM for the host's name.
-    return llvm_cpu()
+from ..targets.detect import cores
 
 
 def tvm_target(target: Target) -> tvm.target.Target:

@@ -10,9 +10,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from typing import TYPE_CHECKING
 
-from .core import Block, Func, Module, Operation, Value
 from .types import DenseElements, DenseResource, Location, TensorType
+
+if TYPE_CHECKING:  # annotations only: core imports the printer (Module.__str__)
+    from .core import Block, Func, Module, Operation, Value
 
 _BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$\-]*$")
 _HANDLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.$\-]*$")
@@ -67,12 +70,6 @@ def format_loc(loc: Location | None) -> str:
     if loc.op_type:
         return f" loc({format_string(loc.name)} : {format_string(loc.op_type)})"
     return f" loc({format_string(loc.name)})"
-
-
-def format_types(types: list[TensorType]) -> str:
-    if len(types) == 1:
-        return str(types[0])
-    return "(" + ", ".join(map(str, types)) + ")"
 
 
 class _Namer:

@@ -276,9 +276,3 @@ def broadcast_shapes(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise VerifyError(f"shapes {' and '.join(str(list(s)) for s in shapes)} do not broadcast")
         out.append(dims.pop() if dims else 1)
     return tuple(out)
-
-
-def normalize_axis(axis: int, rank: int) -> int:
-    if not -rank <= axis < max(rank, 1):
-        raise VerifyError(f"axis {axis} is out of range for rank {rank}")
-    return axis % rank if rank else 0

@@ -44,10 +44,6 @@ def dtype_of(np_dtype) -> str:
     return _NP_TO_IR[d]
 
 
-def to_numpy_dtype(name: str) -> np.dtype:
-    return DTYPES[name]
-
-
 @dataclass(frozen=True)
 class TensorType:
     """A ranked tensor with a static shape: ``tensor<1x3x224x224xf32>``."""

@@ -51,15 +51,6 @@ def batch_outputs(func: Func) -> list[int]:
     return out
 
 
-def proves_independent(func: Func) -> str | None:
-    """None if the samples provably stay apart, else the reason they may not."""
-    try:
-        batch_outputs(func)
-    except Mixes as e:
-        return str(e)
-    return None
-
-
 def _where(op: Operation) -> str:
     node = op.loc.name if op.loc else "?"
     return f"node {node} ({op.name})"

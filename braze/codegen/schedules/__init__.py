@@ -8,12 +8,17 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule: flash.py (attention; its TIR in flash_kernel.py), gemm.py, amx.py, dpbf16.py, vnni.py
-(vnni and pmaddwd: 8-bit integer matmuls; their intrinsics in intrinsics_int8.py), amx_int8.py (8-bit
-integer matmuls on AMX tiles; its intrinsic in intrinsics_int8.py too), conv.py (conv2d),
-blocked.py, vnni_conv.py (vnni_conv and pmaddwd_conv: 8-bit integer blocked convs; their intrinsics in
-intrinsics_conv8.py), pointwise.py, depthwise.py, winograd.py; rule.py the rule table, its order and the
-machine-model helpers; tir.py the TIR helpers; generic.py the schedule of everything else. ``RULES`` lists the rules.
+One file per rule (``RULES`` lists them, ``PRIORITY`` orders them):
+flash.py (attention; its TIR in flash_kernel.py), gemm.py, amx.py,
+dpbf16.py, vnni.py (vnni and pmaddwd: 8-bit integer matmuls; their
+intrinsics in intrinsics_int8.py), amx_int8.py (8-bit matmuls on AMX
+tiles), conv.py (conv2d; chain.py computes a pointwise conv inside the
+depthwise conv that reads it), blocked.py, vnni_conv.py (vnni_conv and
+pmaddwd_conv: 8-bit blocked convs; intrinsics_conv8.py), pointwise.py,
+depthwise.py, winograd.py. rule.py holds the rule table and the
+machine-model helpers; intrinsics.py the float tensor intrinsics; tir.py
+the TIR helpers; generic.py the schedule of everything else; user.py runs
+a user's own schedule function.
 """
 
 from __future__ import annotations

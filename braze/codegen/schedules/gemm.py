@@ -9,7 +9,7 @@ loading ``tile_n`` contiguous B elements (``unroll_k`` steps a loop body). A con
 once, at compile time, into panels ``Bp[N / tile_n, K, tile_n]`` so that a
 tile reads one contiguous panel. The elementwise epilogue (bias, residual,
 activation) runs on the tile while it is hot. Tiles are spread over the
-cores. (Recipe measured in TVM_NOTES.md: 1.03-1.35x onnxruntime's GEMM.)
+cores. (Its measurements against onnxruntime: benchmarks/results/.)
 """
 
 from __future__ import annotations

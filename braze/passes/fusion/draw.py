@@ -156,11 +156,14 @@ table { border-collapse: collapse; } td, th { text-align: left; padding: 1px 8px
 """
 
 
-def to_html(module: Module, report: FusionReport | None = None, times: dict[str, float] | None = None) -> str:
+def to_html(module: Module, report: FusionReport | None = None, times: dict[str, float] | None = None,
+            names: list[str] | None = None) -> str:
     """A self-contained HTML page: counts, the graph of the kernels, the
     kernels in order with what they read, a legend of the rules and, given
-    ``report``, the refused merges. ``times`` (kernel name, as ``braze
-    profile`` names them, -> ms) adds each kernel's time to its tooltip."""
+    ``report``, the refused merges. ``names`` are the kernels' names in
+    execution order (as codegen's ``partition`` and ``braze profile`` give
+    them); with them, ``times`` (name -> ms) adds each kernel's time to its
+    tooltip."""
     func = module.main
     kernels = [op for op in func.body.ops if op.name not in ("const", "func.return")]
     number = {id(op): k for k, op in enumerate(kernels, 1)}
@@ -169,7 +172,7 @@ def to_html(module: Module, report: FusionReport | None = None, times: dict[str,
     parts = ["<!DOCTYPE html>", '<html><head><meta charset="utf-8">',
              f"<title>braze: {title}</title><style>{_CSS}</style></head><body>", f"<h1>{title}</h1>",
              f"<p>{_e(_counts(func, kernels, groups, report))}</p>",
-             "<h2>The kernels and their data flow</h2>", svg_graph(func, kernels, number, report, times),
+             "<h2>The kernels and their data flow</h2>", svg_graph(func, kernels, number, times, names),
              "<h2>Kernels, in execution order</h2>"]
     parts += [_html_kernel(op, number) for op in kernels]
     outputs = [f"<code>{_e(name)}</code> &larr; {_e(_reads(v, number))}"
@@ -206,8 +209,8 @@ class _Route:
         self.points = [tuple(p) for p in points]
 
 
-def svg_graph(func: Func, kernels: list, number: dict, report: FusionReport | None = None,
-              times: dict[str, float] | None = None) -> str:
+def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] | None = None,
+              names: list[str] | None = None) -> str:
     """The kernels (and the graph's inputs and outputs) as nodes and the
     values between them as edges, laid out top to bottom in layers by
     grandalf's Sugiyama layout: one ``<g class="kernel">`` per kernel, one
@@ -215,9 +218,7 @@ def svg_graph(func: Func, kernels: list, number: dict, report: FusionReport | No
     from grandalf.graphs import Edge, Graph, Vertex
     from grandalf.layouts import SugiyamaLayout
 
-    from ...codegen.kernel import partition
-
-    names = {id(k.group if k.group is not None else k.ops[0]): k.name for k in partition(func)}
+    names = {id(op): name for op, name in zip((op for op in kernels if not op.name.startswith("cf.")), names or [])}
     nodes: dict[str, dict] = {}
     for a in func.args:
         nodes[f"in:{a.name}"] = {"label": a.name, "kind": "input", "tip": f"input {a.name}: {shape_text(a.type)}"}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import numpy as np
 import onnx
 
 DATA = Path(__file__).parent.parent / "braze" / "data"
@@ -20,3 +21,11 @@ def tiny(name: str) -> Path:
 
 def light(name: str) -> Path:
     return LIGHT_DIR / f"{name}.onnx"
+
+
+def assert_close(ours: dict, ref: dict) -> None:
+    """Every output of ``ref`` within 1e-4 of its scale (max |ref|, at least 1) in ``ours``."""
+    for name, expected in ref.items():
+        scale = max(1.0, float(np.abs(expected).max()))
+        err = float(np.abs(ours[name].astype(np.float64) - expected).max())
+        assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3e} (scale {scale:.3g})"

@@ -19,7 +19,7 @@ from braze.passes import PassManager, parse_pass
 from braze.passes.attention import RaiseAttention
 from models import DATA, tiny
 from onnx_check import float_model, run_ort
-from test_compile_models import assert_close
+from models import assert_close
 
 LAYERS = 2  # attention blocks in bert-tiny and vit-tiny
 

@@ -11,7 +11,7 @@ import pytest
 from braze.codegen import registry as lowering_registry
 from braze.compiler import compile as braze_compile
 from models import DATA, TINY, tiny
-from test_compile_models import assert_close
+from models import assert_close
 
 
 @pytest.mark.parametrize("level", [1, 2, 3])

@@ -5,15 +5,8 @@ import onnx
 import pytest
 
 from braze.compiler import compile as braze_compile
-from models import DATA, LIGHT_DIR, TINY, tiny
+from models import DATA, LIGHT_DIR, TINY, assert_close, tiny
 from onnx_check import run_ort
-
-
-def assert_close(ours: dict, ref: dict) -> None:
-    for name, expected in ref.items():
-        scale = max(1.0, float(np.abs(expected).max()))
-        err = float(np.abs(ours[name].astype(np.float64) - expected).max())
-        assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3e} (scale {scale:.3g})"
 
 
 @pytest.mark.parametrize("name", TINY)

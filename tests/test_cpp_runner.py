@@ -19,7 +19,7 @@ from braze import __version__
 from braze.compiler import compile as braze_compile
 from braze.runtime import load
 from models import DATA, tiny
-from test_compile_models import assert_close
+from models import assert_close
 
 ROOT = Path(__file__).parent.parent
 

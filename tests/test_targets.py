@@ -15,17 +15,10 @@ from braze.compiler import fuse_only
 from braze.errors import ArtifactError, TargetError
 from braze.targets import Target, detect, get_target, mismatch
 from braze.targets.roofline import estimate_module
-from models import DATA, LIGHT_DIR, tiny
+from models import DATA, LIGHT_DIR, assert_close, tiny
 from onnx_check import parse, random_inputs, run_ort
 
 BUILT_IN = ["cpu", "cpu-avx2", "cpu-avx512", "cpu-neon", "cuda-sm80", "cuda-sm90", "ascend910b-like", "ascend310p-like"]
-
-
-def assert_close(ours: dict, ref: dict) -> None:
-    for name, expected in ref.items():
-        scale = max(1.0, float(np.abs(expected).max()))
-        err = float(np.abs(ours[name].astype(np.float64) - expected).max())
-        assert err <= 1e-4 * scale, f"{name}: max abs error {err:.3e} (scale {scale:.3g})"
 
 
 def descriptor(name: str) -> dict:

@@ -4,10 +4,8 @@ target before anything runs."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import re
 import shutil
 import tempfile
 import time
@@ -15,11 +13,12 @@ import time
 import numpy as np
 
 from ..errors import ArtifactError, InputError, last_line
+from .folder import check_output_path  # noqa: F401  (the CLI checks its -o with it)
+from .folder import MANIFEST, TEMP_PREFIX, library_key, linker, remove_stale_temps, sha256
+from .manifest import REBUILD, cannot_run, check_manifest
 from .quiet import tvm_scope_logs_filtered
 
-from .manifest import REBUILD, cannot_run, check_manifest
-
-LIB, MANIFEST, IR = "lib.so", "manifest.json", "model.mlir"
+LIB, IR = "lib.so", "model.mlir"
 
 
 class Artifact:
@@ -103,7 +102,7 @@ class Artifact:
 
         if self._executable is not None:
             return self._executable
-        key = _library_key(self._lib_path, self.manifest.get("lib_sha256"))
+        key = library_key(self._lib_path, self.manifest.get("lib_sha256"))
         if key in _LIBRARIES:
             return _LIBRARIES[key]
         try:
@@ -267,10 +266,10 @@ class Artifact:
         path = os.path.abspath(path)
         parent = os.path.dirname(path)
         check_output_path(path)
-        link = _linker(self.manifest, path) if self._executable is not None else {}
+        link = linker(self.manifest, path) if self._executable is not None else {}
         try:
             os.makedirs(parent, exist_ok=True)
-            _remove_stale_temps(parent)
+            remove_stale_temps(parent)
             tmp = tempfile.mkdtemp(prefix=f"{TEMP_PREFIX}{os.getpid()}-", dir=parent)
         except OSError as e:
             raise ArtifactError(f"{path}: cannot write the artifact here ({e.strerror or e})") from None
@@ -281,7 +280,7 @@ class Artifact:
             else:
                 shutil.copyfile(self._lib_path, os.path.join(tmp, LIB))
             # the library's digest lets a loader refuse a damaged lib.so before TVM maps it
-            manifest = {**self.manifest, "lib_sha256": _sha256(os.path.join(tmp, LIB))}
+            manifest = {**self.manifest, "lib_sha256": sha256(os.path.join(tmp, LIB))}
             with open(os.path.join(tmp, MANIFEST), "w") as f:
                 json.dump(manifest, f, indent=2)
             with open(os.path.join(tmp, IR), "w") as f:
@@ -295,57 +294,6 @@ class Artifact:
                 raise ArtifactError(f"{path}: cannot write the artifact ({e.strerror or e})") from None
             raise
         return path
-
-
-def _linker(manifest: dict, path: str) -> dict:
-    """``export_library``'s arguments: the system's compiler links code for
-    this machine; code for another architecture needs a linker for that one."""
-    from ..targets import detect
-
-    arch = (manifest.get("requires") or {}).get("arch")
-    if arch in (None, detect.arch()):
-        return {}
-    for name in (f"{arch}-linux-gnu-g++", f"{arch}-linux-gnu-gcc"):
-        if shutil.which(name):
-            from tvm.support import cc
-
-            return {"fcompile": cc.cross_compiler(name)}
-    raise ArtifactError(f"{path}: the model is built for {arch}; writing its lib.so needs a linker for {arch}: "
-                        f"{arch}-linux-gnu-g++ on PATH (Debian/Ubuntu: apt install "
-                        f"g++-{arch.replace('_', '-')}-linux-gnu), or compile on an {arch} machine")
-
-
-#: Temporary folders of unfinished saves: ``.braze-PID-XXXX`` beside the artifact.
-TEMP_PREFIX = ".braze-"
-
-
-def check_output_path(path: str) -> None:
-    """Only an artifact (a folder with a manifest) or an empty folder may be overwritten."""
-    if os.path.isdir(path):
-        if os.listdir(path) and not os.path.isfile(os.path.join(path, MANIFEST)):
-            raise ArtifactError(f"{path}: exists and is not a braze artifact; refusing to replace it "
-                                "(choose another output path or remove the folder)")
-    elif os.path.lexists(path):
-        raise ArtifactError(f"{path}: exists and is a file, not an artifact folder; choose another output path")
-
-
-def _remove_stale_temps(parent: str) -> None:
-    """Remove the temporary folders of saves whose process died (killed mid-way);
-    a live process's folder is left alone."""
-    for name in os.listdir(parent):
-        m = re.fullmatch(re.escape(TEMP_PREFIX) + r"(\d+)-\w+", name)
-        if m and not _alive(int(m.group(1))):
-            shutil.rmtree(os.path.join(parent, name), ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
 
 
 def load(path: str, check_target: bool = True, spin=None) -> Artifact:
@@ -394,7 +342,7 @@ def load(path: str, check_target: bool = True, spin=None) -> Artifact:
         raise ArtifactError(f"{path}: incomplete artifact, {LIB} is missing; {REBUILD}")
     check_manifest(manifest, path, check_target)
     lib = os.path.join(path, LIB)
-    if manifest.get("lib_sha256") not in (None, _sha256(lib)):
+    if manifest.get("lib_sha256") not in (None, sha256(lib)):
         raise ArtifactError(f"{lib}: the compiled library is corrupt (its SHA-256 differs from the manifest's); "
                             "rebuild it with `braze compile`")
     return Artifact(manifest, ir_text, lib_path=lib)
@@ -404,16 +352,3 @@ def load(path: str, check_target: bool = True, spin=None) -> Artifact:
 #: (its weights stay in memory), so loading the same artifact again reuses it
 #: instead of holding a second copy.
 _LIBRARIES: dict[tuple, object] = {}
-
-
-def _library_key(path: str, digest: str | None) -> tuple:
-    st = os.stat(path)
-    return (os.path.realpath(path), digest or (st.st_size, st.st_mtime_ns))
-
-
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()

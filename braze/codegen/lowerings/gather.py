@@ -39,19 +39,23 @@ def gather_elements(data, indices, *, axis):
     return topi.gather(data, axis, _indices(indices, int(data.shape[axis])))
 
 
-@lowering("tensor.gather_nd")
-def gather_nd(data, indices, *, batch_dims):
-    # TOPI wants each index tuple along the first axis of indices, ONNX has it along the last.
-    depth = int(indices.shape[-1])
-    sizes = [int(d) for d in data.shape[batch_dims:batch_dims + depth]]
-
+def _index_tuples(indices, sizes: list[int]):
+    """ONNX's index tuples (along the last axis of ``indices``) as TOPI's
+    gather_nd/scatter_nd want them (along the first), each entry wrapped
+    and clamped into the dim of ``sizes`` it indexes."""
     def tuple_entry(k, *rest):
         size = tirx.const(sizes[0], indices.dtype)
         for j, s in enumerate(sizes[1:], 1):
             size = tirx.Select(k == j, tirx.const(s, indices.dtype), size)
         return _in_range(indices(*rest, k), size)
 
-    tuples = te.compute((depth, *indices.shape[:-1]), tuple_entry, name="T_index_tuples")
+    return te.compute((len(sizes), *indices.shape[:-1]), tuple_entry, name="T_index_tuples")
+
+
+@lowering("tensor.gather_nd")
+def gather_nd(data, indices, *, batch_dims):
+    depth = int(indices.shape[-1])
+    tuples = _index_tuples(indices, [int(d) for d in data.shape[batch_dims:batch_dims + depth]])
     return topi.gather_nd(data, tuples, batch_dims)
 
 
@@ -66,15 +70,5 @@ def scatter_elements(data, indices, updates, *, axis, reduction):
 
 @lowering("tensor.scatter_nd")
 def scatter_nd(data, indices, updates, *, reduction):
-    # as gather_nd: TOPI wants each index tuple along the first axis
-    depth = int(indices.shape[-1])
-    sizes = [int(d) for d in data.shape[:depth]]
-
-    def tuple_entry(k, *rest):
-        size = tirx.const(sizes[0], indices.dtype)
-        for j, s in enumerate(sizes[1:], 1):
-            size = tirx.Select(k == j, tirx.const(s, indices.dtype), size)
-        return _in_range(indices(*rest, k), size)
-
-    tuples = te.compute((depth, *indices.shape[:-1]), tuple_entry, name="T_index_tuples")
+    tuples = _index_tuples(indices, [int(d) for d in data.shape[:int(indices.shape[-1])]])
     return topi.scatter_nd(data, tuples, updates, _TOPI_REDUCTION[reduction])

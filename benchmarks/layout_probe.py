@@ -1,4 +1,4 @@
-"""A probe for the layout question of docs/performance.md: does a 1x1 conv
+"""A probe for a layout question: does a 1x1 conv
 kernel lose time to NCHW itself? braze's own kernel for a 1x1 Conv + Relu
 (NCHW, its default schedule for the target) against a plain NCHWc kernel
 written here with TE (activations ``[C/v, H*W, v]``, weights ``[K/v, C/v,
@@ -118,8 +118,8 @@ def main(argv=None) -> None:
 
     import tvm
 
-    from braze.codegen.schedules.rule import lanes
-    from braze.codegen.target import tvm_target
+    from braze.codegen.schedules.machine import lanes
+    from braze.codegen.tvm_target import tvm_target
     from braze.threads import apply_threads
     from braze.tools.experiment import cpu_target
 

@@ -334,7 +334,7 @@ def _schedules(art) -> Counter:
 
 
 def test_blocked_kernels_match_onnxruntime():
-    from braze.codegen.schedules.rule import lanes
+    from braze.codegen.schedules.machine import lanes
 
     art = _compiled(_c2f_like())
     assert art.manifest["layout"] == "blocked"
@@ -369,7 +369,7 @@ def test_grouped_blocked_kernels_match_onnxruntime(group, stride):
 
 
 def test_blocked_tiles_fit_the_register_file():
-    from braze.codegen.schedules.rule import lanes, registers
+    from braze.codegen.schedules.machine import lanes, registers
 
     target = get_target(TARGET)
     art = _compiled(_residual_block())

@@ -9,7 +9,7 @@ import pytest
 from onnx import helper
 
 from braze.codegen.schedules import blocked, conv, gemm, pointwise, winograd
-from braze.codegen.schedules.rule import accumulators, lanes, min_accumulators, pick_tile, registers
+from braze.codegen.schedules.machine import accumulators, lanes, min_accumulators, pick_tile, registers
 from braze.compiler import compile as braze_compile
 from braze.ir import Module
 from braze.targets import detect, get_target

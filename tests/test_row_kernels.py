@@ -64,7 +64,7 @@ def test_long_rows_run_whole_vectors_then_a_short_one():
     its elementwise stages run the row's whole vectors of the target's
     lanes, then the rest as one shorter vector (1500 = 93 x 16 + 12 with
     16 lanes), not vectors of 15 that LLVM splits into four pieces."""
-    from braze.codegen.schedules.rule import lanes
+    from braze.codegen.schedules.machine import lanes
 
     vec = lanes(get_target("cpu"))
     n = 1500

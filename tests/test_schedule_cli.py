@@ -189,7 +189,8 @@ def test_schedule_function_variants_and_pin(mlp, tmp_path):
     ("k0", "conv2d", "rule 'conv2d' does not apply"),
     ("k0", "gemm:tile_q=4", "unknown schedule parameter 'tile_q' (rule gemm takes order, tile_m, tile_n, unroll_k)"),
     ("k0", "gemm:tile_m=four", "the value must be an integer"),
-    ("k0", "gemm:tile_m=0", "must be a positive integer"),
+    ("k0", "gemm:tile_m=0", "gemm's tile_m takes an integer >= 1, got 0"),
+    ("k0", "gemm:order=3", "gemm's order takes 1 or 2, got 3"),
     ("k0", "generic:tile_m=4", "the generic schedule takes no parameters"),
     ("k0", {"function": "nowhere.py:f"}, "no such file nowhere.py"),
 ])

@@ -83,7 +83,7 @@ def _host():
 
 
 def _host_rule() -> tuple[str, int] | tuple[None, None]:
-    from braze.codegen.schedules.rule import lanes
+    from braze.codegen.schedules.machine import lanes
     from braze.codegen.schedules.vnni import has_pmaddwd, has_vnni
 
     host = _host()

@@ -169,7 +169,7 @@ def test_conv2d_k_blocks_on_small_maps(c, k, hw, kernel):
     task is a channel block, each K block passing over all its rows;
     numerics against onnxruntime with a residual, and pinned blocks of 16."""
     from braze.codegen.schedules.conv import BLOCK_C
-    from braze.codegen.schedules.rule import divisor_at_most
+    from braze.codegen.schedules.machine import divisor_at_most
 
     model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
                                      pads=[kernel // 2] * 4),
@@ -203,7 +203,7 @@ def test_pointwise_tasks_pack_their_input_panels(c, hw, stride, packs):
     copies each tile's strided input into a contiguous panel at the start
     of its task (``panel`` 2); 40 output channels: padded row tiles."""
     from braze.codegen.schedules.pointwise import PANEL_MIN_CHANNELS
-    from braze.codegen.schedules.rule import lanes
+    from braze.codegen.schedules.machine import lanes
 
     target = _target()
     tiles = (hw // stride) ** 2 // (2 * lanes(target))
@@ -215,9 +215,9 @@ def test_pointwise_tasks_pack_their_input_panels(c, hw, stride, packs):
 
 def test_pointwise_panels_pinned_on_padded_tiles():
     """``panel`` 2 pinned where the last pixel tile is partial (30x30) and
-    in blocks of tiles. ``panel`` 2 with order 1 fails the rule, which
-    warns and leaves the kernel to the generic schedule."""
-    from braze.codegen.schedules import ScheduleWarning
+    in blocks of tiles. ``panel`` 2 with order 1 is a typed error before
+    anything is built (the rule's ``check``)."""
+    from braze.errors import ScheduleError
 
     model = _pointwise(72, 24, 30)
     name = _check(model).kernels[0]["name"]
@@ -225,10 +225,9 @@ def test_pointwise_panels_pinned_on_padded_tiles():
         params = {"order": 2, "panel": 2, "block_n": block_n}
         art = _check(model, schedules={name: {"rule": "pointwise", "params": params}})
         assert art.kernels[0]["schedule_params"]["nn.conv#0"]["panel"] == 2
-    with pytest.warns(ScheduleWarning, match="panel must be 1"):
-        art = braze_compile(model, target=TARGET, schedules={name: {"rule": "pointwise",
-                                                                    "params": {"order": 1, "panel": 2}}})
-    assert art.kernels[0]["schedule"] == "generic"
+    with pytest.raises(ScheduleError, match="panel 2 .* goes with order 2"):
+        braze_compile(model, target=TARGET, schedules={name: {"rule": "pointwise",
+                                                              "params": {"order": 1, "panel": 2}}})
 
 
 def test_small_map_1x1_convs_go_where_the_registers_are():
@@ -236,7 +235,7 @@ def test_small_map_1x1_convs_go_where_the_registers_are():
     padding; with 32 registers conv2d's channel-vectorized tile (2 vectors x
     14 columns, no padding) takes it, with 16 (AVX2: 16-pixel tiles, 6%)
     pointwise keeps it."""
-    from braze.codegen.schedules.rule import lanes, registers
+    from braze.codegen.schedules.machine import lanes, registers
 
     art = _check(_pointwise(128, 64, 14))
     target = _target()
@@ -311,7 +310,7 @@ def test_pinning_conv2d_over_winograd():
     assert default.kernels[0]["schedule"] == "winograd"
     # the register tile comes from the host's machine model: whole vectors of
     # output channels, accumulators that fit the registers
-    from braze.codegen.schedules.rule import accumulators, lanes
+    from braze.codegen.schedules.machine import accumulators, lanes
 
     params = default.kernels[0]["schedule_params"]["nn.conv#0"]
     v, nv = lanes(_target()), params["tile_k"] // lanes(_target())
@@ -418,7 +417,7 @@ def test_depthwise_rows_are_vectorized_one_register_at_a_time(hw, stride):
     segment-wide vector would broadcast each tap's weight to several
     registers, which LLVM hoists out of the row loop and spills."""
     from braze.codegen.kernel import partition
-    from braze.codegen.schedules.rule import lanes
+    from braze.codegen.schedules.machine import lanes
     from braze.tools.experiment import find_kernel
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
@@ -437,7 +436,7 @@ def _lowered(model, kernel_name="k0", pins=None) -> str:
     import tvm
 
     from braze.codegen.kernel import partition
-    from braze.codegen.target import tvm_target
+    from braze.codegen.tvm_target import tvm_target
     from braze.tools.experiment import find_kernel
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
@@ -567,14 +566,13 @@ def test_softmax_edge_rows_match_onnxruntime():
     np.testing.assert_allclose(art.run({"x": x})["out"], run_ort(model, {"x": x})["out"], rtol=1e-5, atol=1e-6)
 
 
-def test_rules_are_tried_in_their_explicit_order_and_carry_their_grids():
-    """PRIORITY, not the import order, decides which rule takes an op; each
-    rule brings the tilings `braze schedule` tries."""
+def test_rules_are_tried_in_their_explicit_order():
+    """PRIORITY, not the import order, decides which rule takes an op; it
+    names every rule, and the rules' modules register nothing else."""
     from braze.codegen.schedules import RULES
     from braze.codegen.schedules.rule import PRIORITY
 
-    assert tuple(RULES) == PRIORITY
-    assert all(rule.grid is not None for rule in RULES.values())
+    assert tuple(RULES) == tuple(name for name, _ in PRIORITY)
 
 
 # --- AMX: bfloat16 matmuls on tiles -------------------------------------------------------------------
@@ -967,7 +965,7 @@ def test_chain_pins_take_zero_and_refuse_negatives():
     model = _inverted_residual(8, 24, 12, 3, 2, "relu6")
     name = _chained(braze_compile(model, target=TARGET))["name"].split("_")[0]
     braze_compile(model, target=TARGET, schedules={name: {"rule": "blocked", "params": {"chain": 0}}})
-    with pytest.raises(ScheduleError, match="chain=-1 must be a non-negative integer"):
+    with pytest.raises(ScheduleError, match=r"blocked's chain takes an integer >= 1 \(0: off\), got -1"):
         braze_compile(model, target=TARGET, schedules={name: {"rule": "blocked", "params": {"chain": -1}}})
 
 

@@ -6,7 +6,7 @@ than one with 128) and so pack it twice. Before the build, every kernel's
 rule is planned (cheap: no scheduling) in every gear; where the gears'
 packings of a kernel differ, the gears that differ are pinned to the
 packing of the gear with the most work (the largest inputs) by the rule's
-``packed_by`` params only, so each keeps its own tiles otherwise and the
+params that fix the packed layout (``Param.packs``) only, so each keeps its own tiles otherwise and the
 weight is stored once (assemble.assemble_functions stores equal bytes once).
 """
 
@@ -21,7 +21,7 @@ from .schedules import plan
 
 
 def _packing(kernel, target, pins) -> tuple[str, str, dict] | None:
-    """(packing name, rule, its ``packed_by`` params) of the kernel's one
+    """(packing name, rule, its layout-fixing params) of the kernel's one
     packed weight; None if it packs none or several, or planning fails (the
     build then says why)."""
     try:
@@ -33,7 +33,7 @@ def _packing(kernel, target, pins) -> tuple[str, str, dict] | None:
         if not c.rule.packed_by:
             continue
         try:
-            packings = c.rule.packings(kernel.ops[c.index], kernel, target, c.params)
+            packings = c.rule.packings(kernel.ops[c.index], kernel, target, c.full)
         except Exception:  # noqa: BLE001 -- the rule cannot pack with these params: nothing to agree on
             continue
         found += [(p.name, c.rule.name, {k: c.params[k] for k in c.rule.packed_by if k in c.params})

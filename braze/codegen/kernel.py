@@ -200,8 +200,8 @@ def compute(kernel: Kernel) -> tuple[list[te.Tensor], list[te.Tensor]]:
 def _widened_params(kernel: Kernel) -> set[int]:
     """Param indices whose values a rule wants staged in float32
     (``stage_16bit``): its micro-kernel would otherwise convert a broadcast
-    16-bit operand once per row of the register tile, which measured 1.5x
-    slower than float32 on resnet50 (docs/schedules.md, "16-bit kernels")."""
+    16-bit operand once per row of the register tile, conversions that
+    compete with the FMAs (docs/schedules.md, "16-bit kernels")."""
     return {i for i, v in enumerate(kernel.params) if id(v) in kernel.stage_16bit}
 
 

@@ -12,8 +12,9 @@ On the command line one pin is ``NAME=RULE[:k=v,k=v]`` or
 ``NAME=FILE.py:FUNC`` (``--schedule``),
 and a kernel may be named by its index alone (``k10``). Every pin is
 checked against its kernel before anything is built: an unknown kernel or
-rule, a rule that does not fit, an unknown or non-positive parameter is a
-``ScheduleError`` that says what would fit.
+rule, a rule that does not fit, an unknown parameter or a value its rule's
+declaration (``Rule.params``) does not allow is a ``ScheduleError`` that
+says what would fit.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import re
 from ..errors import ScheduleError
 from .kernel import Kernel, partition
 from .schedules import RULES, plan
-from .schedules.rule import SWITCHES
 from .schedules.user import describe, load_function
 
 PIN_KEYS = ("rule", "params", "function")
@@ -154,16 +154,16 @@ def check_pin(kernel: Kernel, target, pin) -> dict:
         raise ScheduleError(f"{where}: rule '{rule}' does not apply to its ops ({', '.join(kernel.op_types)}); "
                             f"rules that do: {_fits(kernel, target)}")
     known = {key for c in choices for key in c.params}
-    for key, value in params.items():
+    for key in params:
         if key not in known:
             names = "+".join(sorted({c.rule.name for c in choices})) or "generic"
             what = f"rule {names} takes {', '.join(sorted(known))}" if known else \
                 f"its schedule ({names}) takes no parameters"
             raise ScheduleError(f"{where}: unknown schedule parameter '{key}' ({what})")
-        least = 0 if key in SWITCHES else 1
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            kind = "a non-negative integer (0: off)" if least == 0 else "a positive integer"
-            raise ScheduleError(f"{where}: schedule parameter {key}={value!r} must be {kind}")
+    try:  # each value against its rule's declaration, and together on the op
+        plan(kernel, target, {"rule": rule, "params": params} if rule else {"params": params})
+    except ScheduleError as e:
+        raise ScheduleError(f"{where}: {e}") from None
     out = {} if rule is None else {"rule": rule}
     if params:
         out["params"] = params

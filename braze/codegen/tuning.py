@@ -30,7 +30,7 @@ from ..errors import TuningError, last_line
 from ..ir.registry import Kind
 from .kernel import Kernel, primfunc
 from .search import Progress, Session, mean
-from .target import tvm_target
+from .tvm_target import tvm_target
 
 #: The files of a tuning database, in its folder (meta_schedule's JSON database).
 DB_FILES = ("database_workload.json", "database_tuning_record.json")

@@ -27,7 +27,6 @@ from ..codegen.kernel import Kernel, partition
 from .listing import KernelInfo, describe_kernel, fused, kernels, kernels_table, op_flops, params_text
 from ..codegen.pins import check_pin, find_kernel, parse_variant
 from ..codegen.schedules import plan
-from ..codegen.schedules.rule import halve_double
 from ..codegen.schedules.user import describe
 
 #: a variant whose timed rounds add up to this many ms stops after MIN_ROUNDS
@@ -75,7 +74,7 @@ def candidates(kernel: Kernel, target) -> tuple[str, dict, list[dict]]:
     if not choices:
         return "", {}, []
     c = max(choices, key=lambda c: op_flops(kernel.ops[c.index]))
-    grid = (c.rule.grid or halve_double)(kernel.ops[c.index], target, c.params)
+    grid = c.rule.grid(kernel.ops[c.index], target, c.params)
     alts = []
     for p in grid:
         full = {**c.params, **p}

@@ -8,17 +8,18 @@ rules and gives every block left over the generic schedule. A rule that
 fails on a kernel is reported and the kernel falls back to the generic
 schedule: a schedule is never a reason for a build to fail.
 
-One file per rule (``RULES`` lists them, ``PRIORITY`` orders them):
-flash.py (attention; its TIR in flash_kernel.py), gemm.py, amx.py,
-dpbf16.py, vnni.py (vnni and pmaddwd: 8-bit integer matmuls; their
-intrinsics in intrinsics_int8.py), amx_int8.py (8-bit matmuls on AMX
-tiles), conv.py (conv2d; chain.py computes a pointwise conv inside the
-depthwise conv that reads it), blocked.py, vnni_conv.py (vnni_conv and
-pmaddwd_conv: 8-bit blocked convs; intrinsics_conv8.py), pointwise.py,
-depthwise.py, winograd.py. rule.py holds the rule table and the
-machine-model helpers; intrinsics.py the float tensor intrinsics; tir.py
-the TIR helpers; generic.py the schedule of everything else; user.py runs
-a user's own schedule function.
+One file per rule (rule.py's ``PRIORITY`` names each rule's module and
+orders the rules; importing this package imports them): flash.py
+(attention; its TIR in flash_kernel.py), gemm.py, amx.py, dpbf16.py,
+vnni.py (vnni and pmaddwd: 8-bit integer matmuls; their intrinsics in
+intrinsics_int8.py), amx_int8.py (8-bit matmuls on AMX tiles), conv.py
+(conv2d; chain.py computes a pointwise conv inside the depthwise conv
+that reads it), blocked.py, vnni_conv.py (vnni_conv and pmaddwd_conv:
+8-bit blocked convs; intrinsics_conv8.py), pointwise.py, depthwise.py,
+winograd.py. rule.py holds the rule type, its parameters' declaration and
+the registry; machine.py the machine model; intrinsics.py the float
+tensor intrinsics; tir.py the TIR helpers; generic.py the schedule of
+everything else; user.py runs a user's own schedule function.
 """
 
 from __future__ import annotations
@@ -29,23 +30,16 @@ from dataclasses import dataclass
 from tvm import s_tir, te
 
 from ...errors import BrazeError, ScheduleError, last_line
-from ...ir.ops.nn import INT8_DTYPES
 from ... import interrupts
 from ..kernel import Kernel, compute
-from . import (amx, amx_int8, blocked, conv, depthwise, dpbf16, flash, gemm, pointwise, vnni,  # noqa: F401  (the rules)
-               vnni_conv, winograd)
 from .generic import attach_to_consumers, schedule_generic, schedule_rows
-from .rule import PRIORITY, RULES, Rule
+from .rule import RULES, Param, Rule, candidates, load
 from .tir import Schedule, anchors, inline
 from .user import describe, schedule_with
 
-__all__ = ["RULES", "Rule", "Choice", "plan", "schedule_kernel", "ScheduleWarning"]
+__all__ = ["RULES", "Rule", "Param", "Choice", "plan", "schedule_kernel", "ScheduleWarning", "check_params"]
 
-
-if set(RULES) != set(PRIORITY):
-    raise AssertionError(f"rules {sorted(set(RULES) ^ set(PRIORITY))} are registered but not in PRIORITY, or the reverse")
-for _name in PRIORITY:  # tried in PRIORITY's order, whatever the import order
-    RULES[_name] = RULES.pop(_name)
+load()
 
 
 class ScheduleWarning(UserWarning):
@@ -56,13 +50,27 @@ class ScheduleWarning(UserWarning):
 class Choice:
     index: int  # the anchor op's index in kernel.ops
     rule: Rule
-    params: dict
+    params: dict  # the rule's defaults for the op, with the pinned values
+
+    @property
+    def full(self) -> dict:
+        """Every declared parameter: what the rule's functions read."""
+        return self.rule.complete(self.params)
 
 
-def _integer_product(op) -> bool:
-    """Whether ``op`` multiplies 8-bit integers (a quantized conv or matmul)."""
-    return op.name in ("nn.matmul", "nn.conv", "nn.conv_blocked") and all(
-        v.type.dtype in INT8_DTYPES for v in op.operands[:2])
+def check_params(rule: Rule, op, target, params: dict) -> None:
+    """A ScheduleError unless each of ``params`` that ``rule`` declares has
+    a value it allows, and the values go together on ``op``. (A kernel's
+    pinned params go to each of its anchors: those another anchor's rule
+    takes are not this one's to check; ``pins.check_pin`` rejects those
+    that no rule of the kernel takes.)"""
+    for key, value in params.items():
+        p = rule.param(key)
+        if p is not None and not p.allows(value):
+            raise ScheduleError(f"{rule.name}'s {key} takes {p.allowed()}, got {value!r} ({p.meaning})")
+    reason = rule.check(op, target, rule.complete(params)) if rule.check is not None else None
+    if reason:
+        raise ScheduleError(f"{rule.name}: {reason}")
 
 
 def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
@@ -79,18 +87,13 @@ def plan(kernel: Kernel, target, pins: dict | None = None) -> list[Choice]:
     if wanted == "generic" or pins.get("function") is not None:
         return choices
     for index, op in enumerate(kernel.ops):
-        integer = _integer_product(op)
-        for rule in RULES.values():
-            if op.name not in rule.ops or (wanted and rule.name != wanted) or integer > rule.integer:
-                continue
-            if not rule.applies(op, kernel, target):
-                continue
-            if not wanted and rule.profitable is not None and not rule.profitable(op, kernel, target):
-                continue
+        for rule in candidates(op, kernel, target, wanted):
             params = rule.defaults(op, kernel, target)
             if params is None:
                 continue
             params = {**params, **pins.get("params", {})}
+            if pins.get("params"):
+                check_params(rule, op, target, params)
             choices.append(Choice(index, rule, params))
             break
     return choices
@@ -117,7 +120,7 @@ def schedule_kernel(kernel: Kernel, target, pins: dict | None = None):
         if not choices and function is None:
             raise
         reason = last_line(e)
-        if function is None and any(int(c.params.get("chain", 0)) for c in choices):
+        if function is None and any(c.full.get("chain") for c in choices):
             # a pointwise conv computed inside its depthwise conv (chain.py): each on its own
             warnings.warn(f"kernel {kernel.name}: rule {_describe(choices)} could not chain its convs ({reason}); "
                           "scheduling them one after the other", ScheduleWarning, stacklevel=2)
@@ -139,16 +142,16 @@ def _schedule(kernel: Kernel, target, choices: list[Choice]):
     built = [c for c in choices if c.rule.build is not None]
     if built:  # the rule writes the kernel's PrimFunc itself (a kernel of that op alone)
         c = built[0]
-        func = c.rule.build(kernel.ops[c.index], kernel, target, c.params)
+        func = c.rule.build(kernel.ops[c.index], kernel, target, c.full)
         kernel.schedule = c.rule.name
         kernel.schedule_params = {kernel.ops[c.index].name + f"#{c.index}": c.params}
         return func.with_attr("global_symbol", kernel.name)
     kernel.stage_16bit = {id(kernel.ops[c.index].operands[j]) for c in choices
                           for j in c.rule.widened(kernel.ops[c.index], kernel) if j < len(kernel.ops[c.index].operands)}
     for c in choices:
-        kernel.packings.update(c.rule.packings(kernel.ops[c.index], kernel, target, c.params))
+        kernel.packings.update(c.rule.packings(kernel.ops[c.index], kernel, target, c.full))
         if c.rule.lower is not None:
-            kernel.lowerings[c.index] = c.rule.lower(kernel.ops[c.index], c.params)
+            kernel.lowerings[c.index] = c.rule.lower(kernel.ops[c.index], c.full)
     placeholders, outputs = compute(kernel)
     func = te.create_prim_func(placeholders + outputs)
     sch = Schedule(func)
@@ -162,12 +165,12 @@ def _schedule(kernel: Kernel, target, choices: list[Choice]):
     chosen = {c.index: c for c in choices}
     for index, c in chosen.items():  # before inlining: e.g. padding the iteration space
         if index in blocks and c.rule.prepare is not None:
-            c.rule.prepare(sch, blocks[index], kernel.ops[index], target, c.params)
+            c.rule.prepare(sch, blocks[index], kernel.ops[index], target, c.full)
     inline(sch, [blocks[i] for i in chosen if i in blocks])
     done: set[str] = set()
     for index, c in chosen.items():
         if index in blocks:
-            done |= c.rule.apply(sch, blocks[index], kernel.ops[index], target, c.params)
+            done |= c.rule.apply(sch, blocks[index], kernel.ops[index], target, c.full)
     rows = not chosen and schedule_rows(sch, target)
     for block in [] if rows else sch.get_child_blocks(sch.get_sblock("root")):
         if sch.get(block).name_hint not in done:

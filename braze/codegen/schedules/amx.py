@@ -22,7 +22,8 @@ from tvm import te
 
 from ..kernel import Packing
 from .intrinsics import AMX_BLOCK, AMX_K, amx_bf16_block
-from .rule import Rule, lanes, register, weight_param
+from .machine import lanes
+from .rule import Rule, register, weight_param
 from .tir import pad_rows, tensorize_blocks
 
 #: the ISA features a target needs for this rule (LLVM's names)
@@ -68,7 +69,7 @@ def packings(op, kernel, target, params) -> dict:
 
 
 def prepare(sch, block, op, target, params) -> None:
-    """Rows that do not fill the last block (ViT's 197 tokens): the row
+    """Rows that do not fill the last block (197 tokens): the row
     space padded to a multiple of 32."""
     pad_rows(sch, block, op, AMX_BLOCK)
 
@@ -78,4 +79,4 @@ def apply(sch, block, op, target, params) -> set[str]:
 
 
 register(Rule("amx", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare,
-              profitable=profitable, grid=lambda op, target, defaults: []))
+              profitable=profitable))

@@ -40,7 +40,8 @@ from tvm import te
 from ..kernel import Packing
 from .intrinsics import AMX_BLOCK, AMX_ROWS
 from .intrinsics_int8 import AMX_INT8_K, QUAD, amx_int8_block, pack_panels, panel_index
-from .rule import Rule, divisor_at_most, lanes, register, weight_param
+from .machine import cores, divisor_at_most, lanes
+from .rule import Param, Rule, register, weight_param
 from .tir import pad_rows, tensorize_blocks
 
 #: the ISA features a target needs for this rule (LLVM's names)
@@ -50,9 +51,9 @@ MIN_ROWS = 8
 #: the parameter ``blocks``: 32-row blocks one call computes, 1 to MAX_BLOCKS
 #: (the call's local buffer holds 32 * blocks rows of 32 int32); by default
 #: the most that divide the rows' blocks (so that no more rows are padded
-#: than 32-row blocks need) and leave at least two calls a core; the grid
-#: tries 1, 2 and 4
+#: than 32-row blocks need) and leave at least ``CALLS_PER_CORE`` calls a core
 MAX_BLOCKS = 4
+CALLS_PER_CORE = 2
 
 
 def has_amx_int8(target) -> bool:
@@ -78,22 +79,17 @@ def defaults(op, kernel, target) -> dict | None:
     *batch, m, n = op.results[0].type.shape
     row_blocks = -(-m // AMX_BLOCK)
     calls = math.prod(batch) * (n // AMX_BLOCK)  # per block of rows
-    cores = max(1, getattr(target, "num_cores", 1) or 1)
     blocks = divisor_at_most(row_blocks, MAX_BLOCKS)
-    while blocks > 1 and calls * (row_blocks // blocks) < 2 * cores:
+    while blocks > 1 and calls * (row_blocks // blocks) < CALLS_PER_CORE * cores(target):
         blocks = divisor_at_most(row_blocks, blocks - 1)
     return {"blocks": blocks}
 
 
-def _blocks(params) -> int:
-    blocks = int(params["blocks"])
-    if not 1 <= blocks <= MAX_BLOCKS:
-        raise ValueError(f"amx_int8 computes 1 to {MAX_BLOCKS} blocks of 32 rows a call, got blocks={blocks}")
-    return blocks
-
-
-def grid(op, target, defaults) -> list[dict]:
-    return [{"blocks": b} for b in (1, 2, 4) if b != defaults["blocks"]]
+PARAMS = (
+    Param("blocks", "32-row blocks one call of the micro-kernel computes down a column block",
+          f"the most up to {MAX_BLOCKS} that divide the rows' blocks and leave {CALLS_PER_CORE} calls a core",
+          high=MAX_BLOCKS, grid=(1, 2, 4)),
+)
 
 
 def packings(op, kernel, target, params) -> dict:
@@ -114,11 +110,11 @@ def packings(op, kernel, target, params) -> dict:
 def prepare(sch, block, op, target, params) -> None:
     """Rows that do not fill the last call (200 rows: 7 blocks, the last
     of 8 rows): the row space padded to a multiple of 32 * blocks."""
-    pad_rows(sch, block, op, AMX_BLOCK * _blocks(params))
+    pad_rows(sch, block, op, AMX_BLOCK * int(params["blocks"]))
 
 
 def apply(sch, block, op, target, params) -> set[str]:
-    blocks = _blocks(params)
+    blocks = int(params["blocks"])
 
     def intrinsic(k: int, lead_a: int, lead_c: int) -> str:
         return amx_int8_block(k, blocks, lead_a, lead_c)
@@ -128,4 +124,4 @@ def apply(sch, block, op, target, params) -> set[str]:
 
 register(Rule("amx_int8", ("nn.matmul",),
               "uint8 x int8 matmuls by a constant weight, int32 sums, on AMX tiles (TDPBUSD)", applies, defaults,
-              apply, packings, prepare, profitable=profitable, grid=grid, integer=True))
+              apply, packings, prepare, profitable=profitable, params=PARAMS, integer=True))

@@ -25,6 +25,8 @@ blocks).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from tvm import te
 
@@ -33,10 +35,20 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.layout import conv_blocked
 from . import chain
-from .conv import _tile_epilogue, run_tasks
-from .rule import (FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, min_accumulators, pick_tile, register,
-                   registers, weight_param)
-from .tir import extent, vectorize_padding
+from .machine import (ACC_BYTES, FLOAT32_MATH, accumulators, block_c, cores, divisor_at_most, lanes,
+                      min_accumulators, nbytes, pick_tile, registers, rows_outside)
+from .rule import OFF, HALF, Param, Rule, candidates, register, weight_param
+from .tir import extent, run_tasks, tile_epilogue, vectorize_padding
+
+#: columns of a depthwise tile at most: more only add input vectors to load per tap
+DEPTHWISE_COLUMNS = 8
+#: columns a dense tile over a plain input (a stem) may span: its
+#: broadcasts come from a strided plain row, not from a block
+PLAIN_INPUT_COLUMNS = 16
+#: rows of a task a core needs before each task pads its own input rows
+ROWS_PER_CORE = 4
+#: channels of a block at most that a padding stage's innermost loop vectorizes (a plain row: left to LLVM)
+PAD_VECTOR_CHANNELS = 64
 
 
 def _attrs(op) -> dict:
@@ -47,7 +59,10 @@ def blocked_applies(op, kernel, target) -> bool:
     return op.results[0].type.dtype in FLOAT32_MATH and all(d > 0 for d in op.results[0].type.shape)
 
 
-def blocked_defaults(op, kernel, target) -> dict | None:
+def blocked_defaults(op, kernel, target, widened: bool | None = None) -> dict | None:
+    """``widened``: whether the micro-kernel reads a float32 copy of the
+    input (None: as ``blocked_lowering`` makes it; the rules that run this
+    schedule with dot products read the input as it is)."""
     _, kb, _, ow, block = op.results[0].type.shape
     m, cg, r, s = op.operands[1].type.shape
     if blocked_depthwise(op):
@@ -56,7 +71,7 @@ def blocked_defaults(op, kernel, target) -> dict | None:
         # units busy (min_accumulators: 8 with two units, 4 with Zen 4's one
         # 512-bit unit), else up to 8 where that count divides no width
         # (7, 14): more columns only add input vectors to load per tap
-        cap = min(8, accumulators(target, 1) - 1)
+        cap = min(DEPTHWISE_COLUMNS, accumulators(target, 1) - 1)
         want = min(cap, min_accumulators(target))
         tile_w = divisor_at_most(ow, want)
         if tile_w < want:
@@ -72,7 +87,7 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     # micro-kernel broadcasts one column at a time into its tile_k weight
     # vectors, so only one broadcast is live). A plain input (a stem): 16,
     # since its broadcasts come from a strided plain row
-    cap = registers(target) if op.operands[0].type.rank == 5 else 16
+    cap = registers(target) if op.operands[0].type.rank == 5 else PLAIN_INPUT_COLUMNS
     for nb in (2, 3, 1):
         if group_blocks % nb == 0:  # a tile's blocks share their input: one group's
             tile_w = divisor_at_most(ow, accumulators(target, nb, cap=cap) // nb)
@@ -80,12 +95,12 @@ def blocked_defaults(op, kernel, target) -> dict | None:
     params = pick_tile(candidates, target)
     if params is None:
         return None
-    # rows outside (order 2) when the weights sit in half of L2 and the input
-    # is the larger, as conv2d does (schedules/conv.py)
+    # rows outside (order 2) when the weights sit in half of L2 and are
+    # fewer bytes than the input, as conv2d does; a 16-bit dense conv reads
+    # a float32 copy of its input (``blocked_lowering``)
     x = op.operands[0].type
-    l2 = getattr(target, "l2_bytes", 1 << 20)
-    weights, inputs = m * cg * r * s * 4, int(np.prod(x.shape)) * 4
-    params["order"] = 2 if weights <= l2 // 2 and weights < inputs else 1
+    widened = _widens(op, 1) if widened is None else widened
+    params["order"] = rows_outside(nbytes(op.operands[1].type), nbytes(x, widened=widened), target)
     # padded rows (1): a dense conv's broadcasts are scalars, and a guard on each costs more than the copy
     params["pad"] = 1
     params["block_c"] = _block_c(op, target, params)
@@ -113,13 +128,8 @@ def _chain_rows(op, kernel, target) -> int:
 def _takes(op, kernel, target) -> bool:
     """Whether ``blocked`` is the rule a kernel's schedule gives ``op`` (a
     bfloat16 conv goes to ``dpbf16`` where the CPU has its dot products)."""
-    from .rule import RULES
-
-    for rule in RULES.values():
-        if op.name in rule.ops and rule.applies(op, kernel, target) \
-                and (rule.profitable is None or rule.profitable(op, kernel, target)):
-            return rule.name == "blocked"
-    return False
+    first = next(candidates(op, kernel, target), None)
+    return first is not None and first.name == "blocked"
 
 
 def _chained_into(op, kernel, target) -> int:
@@ -131,31 +141,21 @@ def _chained_into(op, kernel, target) -> int:
                  and blocked_depthwise(o) and chain.source(o, kernel) is op), 0)
 
 
-#: Input channels a K block of ``blocked`` (``block_c``) takes at most.
-BLOCK_C = 64
-
-
 def _block_c(op, target, params) -> int:
-    """Input channels a K block, as conv2d's (schedules/conv.py): with
-    channel blocks outside (order 1) and a tile's whole output in L1, each
-    block of input channels passes over every output row before the next,
-    so that the weights (cold in a model) stream while the tiles compute.
-    Else all of them."""
+    """Input channels a K block (the machine model's ``block_c``), in whole
+    blocks of the input's channels; a plain input (a stem): all of them."""
     x = op.operands[0].type
     c = op.operands[1].type.shape[1]
     _, _, oh, ow, block = op.results[0].type.shape
-    l1 = getattr(target, "l1d_bytes", 32 << 10) or (32 << 10)
-    if x.rank != 5 or params["order"] != 1 or params["tile_k"] * block * oh * ow * 4 > l1:
+    if x.rank != 5:
         return c
-    bi = x.shape[4]
-    n, want = c // bi, max(1, BLOCK_C // bi)
-    blocks = divisor_at_most(n, want)
-    if 2 * blocks < want:
-        # a K block under half of BLOCK_C reloads the tile's accumulators
-        # too often: the smallest divisor up to twice BLOCK_C instead (7
-        # blocks of RegNetY's 49), else all channels
-        blocks = min((d for d in range(want + 1, 2 * want + 1) if n % d == 0), default=n)
-    return blocks * bi if blocks * bi < c else c
+    return block_c(c, x.shape[4], params["tile_k"] * block * oh * ow * ACC_BYTES, params["order"], target)
+
+
+def _widens(op, pad: int) -> bool:
+    """Whether the conv reads a float32 copy of its 16-bit input (a dense
+    one with padded rows: ``blocked_lowering``)."""
+    return op.results[0].type.dtype in ("f16", "bf16") and not blocked_depthwise(op) and pad == 1
 
 
 def blocked_packings(op, kernel, target, params) -> dict:
@@ -191,16 +191,14 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None, grou
     AVX512-BF16's dot products, the ``dpbf16`` rule; four uint8 for VNNI's,
     ``vnni_conv``): the block's input channels are split in groups, the
     group innermost under the vector, which the intrinsic replaces."""
-    if int(params.get("chain", 0)) and not blocked_depthwise(op) and chain.defers(sch, block):
+    if params["chain"] and not blocked_depthwise(op) and chain.defers(sch, block):
         return set()  # computed inside the depthwise conv that reads it
-    if int(params.get("chain", 0)) and pairs is None and blocked_depthwise(op):
+    if params["chain"] and pairs is None and blocked_depthwise(op):
         found = chain.chained(sch, block)
         if found is not None:
             return chain.chain_apply(sch, block, found, target, params)
     tile_k, tile_w = int(params["tile_k"]), int(params["tile_w"])
-    order = int(params.get("order", 2))
-    if order not in (1, 2):
-        raise ValueError(f"blocked order must be 1 (channel blocks outside) or 2 (rows outside), got {order}")
+    order = int(params["order"])
     loops = sch.get_loops(block)
     n, k, h, w, kl = loops[:5]
     reduce = loops[5:]
@@ -212,7 +210,7 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None, grou
     # outside the tile; depthwise: the taps), columns outside blocks: with
     # blocks outside, LLVM hoisted every column's broadcast and a 28-
     # accumulator tile spilled
-    block_c = int(params.get("block_c", 0)) or None
+    block_c = int(params["block_c"]) or None
     bi = extent(sch, reduce[-1]) if len(reduce) == 4 else None  # (rco, rh, rw, rci): a blocked input
     k_blocks = (order == 1 and bi is not None and block_c is not None and block_c % bi == 0
                 and extent(sch, reduce[0]) * bi > block_c and (extent(sch, reduce[0]) * bi) % block_c == 0)
@@ -230,13 +228,11 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None, grou
     else:
         sch.reorder(n, first, second, wo, *reduce, wi, kb, kl, *pair)
     pad = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("conv_pad")), None)
-    if int(params.get("pad", 1)) not in (1, 2):
-        raise ValueError(f"blocked pad must be 1 (a padded copy) or 2 (guarded reads), got {params['pad']}")
-    if pad is not None and int(params.get("pad", 1)) == 2:
+    if pad is not None and int(params["pad"]) == 2:
         sch.compute_inline(pad)
         pad = None
     rows_pad = pad is not None and order == 2 and not k_blocks and \
-        extent(sch, n) * extent(sch, h) >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
+        extent(sch, n) * extent(sch, h) >= ROWS_PER_CORE * cores(target)
     v = min(lanes(target), extent(sch, kl))
     if rows_pad:
         sch.compute_at(pad, h)
@@ -250,9 +246,9 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None, grou
         if pad is not None:  # a stage of its own: parallel over (n, channel blocks, rows)
             pad_loops = sch.get_loops(pad)
             sch.parallel(sch.fuse(*pad_loops[:3]))
-            if extent(sch, pad_loops[-1]) <= 64:  # a block's channels (a plain input's row: left to LLVM)
+            if extent(sch, pad_loops[-1]) <= PAD_VECTOR_CHANNELS:
                 sch.vectorize(pad_loops[-1])
-    _tile_epilogue(sch, block, ko if k_blocks else wo, v)
+    tile_epilogue(sch, block, ko if k_blocks else wo, v)
     sch.unroll(wi)
     sch.unroll(kb)
     if pairs is None:
@@ -265,16 +261,12 @@ def blocked_apply(sch, block, op, target, params, pairs: str | None = None, grou
     return done
 
 
-def blocked_grid(op, target, defaults) -> list[dict]:
+def blocked_tiles(op, target, defaults) -> list[dict]:
+    """Tiles of 1, 2 and 4 channel blocks (1 for a depthwise conv) by up to 4, 7, 8, 14 and 28 columns."""
     ow = op.results[0].type.shape[3]
     kb = op.results[0].type.shape[1]
-    out = [{**defaults, "tile_k": nb, "tile_w": divisor_at_most(ow, cap)}
-           for nb in (1, 2, 4) if kb % nb == 0 and not (blocked_depthwise(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
-    flips = [{**defaults, key: 3 - int(defaults.get(key, 1))} for key in ("order", "pad")]
-    rows = int(defaults.get("chain", 0))
-    # a chained pair (chain.py): unchained, and tasks of half the rows (a divisor of the rows too)
-    chains = [{**defaults, "chain": r} for r in (0, rows // 2) if r == 0 or rows % 2 == 0] if rows else []
-    return out + flips + chains
+    return [{"tile_k": nb, "tile_w": divisor_at_most(ow, cap)}
+            for nb in (1, 2, 4) if kb % nb == 0 and not (blocked_depthwise(op) and nb > 1) for cap in (4, 7, 8, 14, 28)]
 
 
 def blocked_prepare(sch, block, op, target, params) -> None:
@@ -291,8 +283,7 @@ def blocked_lowering(op, params):
     time, and converting at each broadcast (F16C's ``vcvtph2ps``, a shift
     for bfloat16) competes with the FMAs for the vector pipes, once per
     tile of output channels (docs/schedules.md, "16-bit kernels")."""
-    widen = (op.results[0].type.dtype in ("f16", "bf16") and not blocked_depthwise(op)
-             and int(params.get("pad", 1)) == 1)
+    widen = _widens(op, int(params["pad"]))
 
     def fn(x, w, bias=None, **attrs):
         return conv_blocked(x, w, bias, widen=widen, **attrs)
@@ -300,7 +291,32 @@ def blocked_lowering(op, params):
     return fn
 
 
+#: The parameters of ``blocked`` (and of the rules that run its schedule
+#: with another instruction: dpbf16, vnni_conv, pmaddwd_conv).
+TILE_K = Param("tile_k", "channel blocks (vectors of output channels) of the register tile",
+               "1 for a depthwise conv; else 2, 3 or 1 blocks, the first with accumulators enough", grid=())
+TILE_W = Param("tile_w", "output columns of the register tile",
+               "the most that divide the row and fit the registers beside a step's loads", grid=())
+ORDER = Param("order", "1: channel blocks outside; 2: output rows outside",
+              "2 when the weights fit in half of L2 and are fewer bytes than the input", values=(1, 2),
+              grid=(1, 2))
+PAD = Param("pad", "1: a padded copy of the input rows; 2: guarded reads of the input in place",
+            "1 for a dense conv, 2 for a depthwise one", values=(1, 2), grid=(1, 2))
+BLOCK = Param("block_c", "input channels a K block takes (order 1)",
+              "whole input blocks up to 64 channels where a tile's output over the map fits in L1, else all",
+              off=True, grid=())
+CHAIN = Param("chain", "output rows a task of a depthwise conv takes while computing the pointwise conv "
+              "before it (chain.py)", "the row count of least estimated time whose buffer fits in half of L2",
+              off=True, grid=(OFF, HALF))
+PARAMS = (TILE_K, TILE_W, ORDER, PAD, BLOCK, CHAIN)
+#: the same for a schedule whose instruction broadcasts a word of the
+#: input (dpbf16's pair, VNNI's quad): a padded copy only, a guarded read
+#: being no word in memory
+PADDED_COPY = replace(PAD, meaning="1: a padded copy of the input rows (the only one)", default=1, values=(1,),
+                      grid=())
+PADDED_COPY_PARAMS = tuple(PADDED_COPY if p is PAD else p for p in PARAMS)
+
 register(Rule("blocked", ("nn.conv_blocked",),
               "convolution in the blocked (NCHWc) layout: vectors of output channels, packed weights",
-              blocked_applies, blocked_defaults, blocked_apply, blocked_packings, grid=blocked_grid,
-              packed_by=(), lower=blocked_lowering, prepare=blocked_prepare))
+              blocked_applies, blocked_defaults, blocked_apply, blocked_packings, params=PARAMS,
+              tiles=blocked_tiles, lower=blocked_lowering, prepare=blocked_prepare))

@@ -3,8 +3,8 @@ expansion and depthwise convs of an inverted residual block, one kernel:
 the ``conv_depthwise`` fusion rule).
 
 Scheduled apart, the expansion writes its whole output (6x the block's
-input channels: 4.8 MB on MobileNetV2's 112x112 maps) and the depthwise
-conv reads it back from L3 or DRAM. Chained, a task of the depthwise conv
+input channels, megabytes on a 112x112 map) and the depthwise conv reads
+it back from L3 or DRAM. Chained, a task of the depthwise conv
 (``rows`` output rows of one channel block) first computes the expansion's
 rows it reads, for that channel block, into a buffer of its own, and the
 depthwise conv reads them from L1/L2. Tasks of neighbouring rows both
@@ -25,13 +25,20 @@ import math
 
 from ...ir.ops.layout import blocked_pointwise
 from ...ir.registry import Kind, lookup
-from .conv import _tile_epilogue, run_tasks
-from .rule import accumulators, divisor_at_most, lanes, registers
-from .tir import extent, is_spatial
+from .machine import ACC_BYTES, accumulators, cores, divisor_at_most, in_half_l2, lanes, registers
+from .tir import extent, is_spatial, run_tasks, tile_epilogue
 
 #: The annotation ``chain_prepare`` puts on the stage the depthwise conv
 #: reads (the expansion's epilogue), so that inlining keeps it a stage.
 KEEP = "braze.keep"
+#: stages between the two convs a walk looks through at most (pads, casts,
+#: a bias and an activation: a real chain has a handful)
+MAX_STAGES = 8
+#: loops of a blocked dense conv block: n, k, h, w, kl, rco, rh, rw, rci
+BLOCKED_CONV_LOOPS = 9
+#: how much cheaper a row count must be to beat a smaller one (fewer rows
+#: give more tasks to share among the cores; a near tie is no reason to drop them)
+TIE = 0.999
 
 
 def source(op, kernel):
@@ -75,7 +82,7 @@ def _walk_up(sch, block):
     through single-consumer spatial stages."""
     pad = epi = None
     current = block
-    for _ in range(8):
+    for _ in range(MAX_STAGES):
         computed = [p for p in sch.get_producers(current) if not sch.get(p).name_hint.startswith("unpack")]
         if len(computed) != 1:
             return None
@@ -98,7 +105,7 @@ def pointwise_anchor(sch, block) -> bool:
     the kernel's inputs (a 16-bit one: their float32 copy, ``conv_pad``,
     which stays a parallel stage of its own before the tasks)."""
     loops = sch.get_loops(block)
-    if len(loops) != 9:  # n, k, h, w, kl, rco, rh, rw, rci
+    if len(loops) != BLOCKED_CONV_LOOPS:
         return False
     if extent(sch, loops[6]) != 1 or extent(sch, loops[7]) != 1:
         return False
@@ -121,7 +128,7 @@ def defers(sch, block) -> bool:
     """Whether the pointwise anchor ``block`` reaches, through single-
     consumer spatial stages, a depthwise anchor that ``chained`` takes."""
     current = block
-    for _ in range(8):
+    for _ in range(MAX_STAGES):
         consumers = sch.get_consumers(current)
         if len(consumers) != 1:
             return False
@@ -173,21 +180,21 @@ def chain_rows(oh: int, stride: int, k: int, width: int, blocks: int, channels: 
     """Output rows a task of the chained depthwise conv takes: among the
     divisors of ``oh``, the one of least estimated time, where a task's
     expansion buffer (``(rows * stride + k - stride)`` rows of ``width``
-    columns of one ``channels``-wide block, float32) fits in half of L2.
+    columns of one ``channels``-wide block, the expansion's float32
+    results) fits in half of L2.
     Time: the expansion's recomputed rows plus the depthwise rows, times
     the load imbalance of ``tasks = oh / rows * blocks`` over the cores.
     0: no divisor fits (the kernel is then scheduled unchained)."""
-    cores = max(1, getattr(target, "num_cores", 1) or 1)
-    l2 = getattr(target, "l2_bytes", 1 << 20) or (1 << 20)
+    n_cores = cores(target)
     best, best_cost = 0, math.inf
     for rows in (d for d in range(1, oh + 1) if oh % d == 0):
         in_rows = rows * stride + k - stride
-        if in_rows * width * channels * 4 > l2 // 2:
+        if not in_half_l2(in_rows * width * channels * ACC_BYTES, target):
             continue
         tasks = oh // rows * blocks
-        imbalance = math.ceil(tasks / cores) / (tasks / cores)
+        imbalance = math.ceil(tasks / n_cores) / (tasks / n_cores)
         cost = (in_rows * expand_flops_row + rows * dw_flops_row) * (oh // rows) * imbalance
-        if cost < best_cost * 0.999:  # ties: the first (fewest rows, more tasks to share)
+        if cost < best_cost * TIE:
             best, best_cost = rows, cost
     return best
 
@@ -205,7 +212,7 @@ def chain_apply(sch, block, found, target, params) -> set[str]:
     ho, hi = sch.split(h, [None, rows])
     wo, wi = sch.split(w, [None, tile_w])
     sch.reorder(n, ho, k, hi, wo, *reduce, wi, kl)
-    _tile_epilogue(sch, block, wo, v)
+    tile_epilogue(sch, block, wo, v)
     sch.unroll(wi)
     sch.vectorize(kl)
 

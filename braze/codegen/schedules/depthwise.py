@@ -16,9 +16,10 @@ from tvm import te, tirx
 from ...ir.registry import lookup
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .rule import Rule, divisor_at_most, lanes, register, wide
-from .tir import blocks_under, extent, is_spatial
-from .conv import _group, _is_2d_float, _tile_epilogue
+from .machine import divisor_at_most, lanes, wide
+from .rule import Param, Rule, register
+from .tir import blocks_under, extent, is_spatial, tile_epilogue
+from .conv import float_conv_2d, group
 from .intrinsics import deinterleave
 
 
@@ -28,11 +29,17 @@ def dw_applies(op, kernel, target) -> bool:
     """Depthwise, and any grouped conv that conv2d's channel blocks do not
     fit (fewer output channels per group than a vector: each output
     channel is then a task of its own, vectorized along the row)."""
-    return _is_2d_float(op) and _group(op) > 1
+    return float_conv_2d(op) and group(op) > 1
 
 
 #: ``form`` 2: the plane computed flat over the padded width (``dw_lower``)
 FLAT = 2
+#: columns a row segment spans at most (a step's inputs and taps stay in registers)
+MAX_SEGMENT = 64
+#: the narrowest power-of-two segment worth its own vectors: one SSE register of floats
+MIN_POWER_SEGMENT = 4
+#: vectors a step of the flat form computes (``unroll``)
+FLAT_UNROLL = 4
 
 
 def _flat_fits(op, target) -> bool:
@@ -51,25 +58,22 @@ def _row_tile(ow: int, v: int) -> int:
     would be one partial-register-wide vector whose taps' weights LLVM
     broadcasts to several registers and spills; it becomes a divisor of
     the row that is a whole number of vectors, or else the widest power of
-    two of at least 4 lanes (one SSE register) that divides it (measured
-    alone, 2 threads: MobileNetV2's rows of 112, 56 and 28 columns 1.18-1.26x
-    faster on AVX-512 with 16, 8 and 4; the 28-column rows 1.11x on AVX2
-    with 4)."""
-    tile = ow if ow <= 64 else divisor_at_most(ow, 64)
+    two of at least 4 lanes (one SSE register) that divides it."""
+    tile = ow if ow <= MAX_SEGMENT else divisor_at_most(ow, MAX_SEGMENT)
     if tile <= v or tile % v == 0:
         return tile
-    whole = [d for d in range(v, 65, v) if ow % d == 0]
+    whole = [d for d in range(v, MAX_SEGMENT + 1, v) if ow % d == 0]
     if whole:
         return max(whole)
     power = max(p for p in (1, 2, 4, 8, 16, 32, 64) if p <= v and ow % p == 0)
-    return power if power >= 4 else tile
+    return power if power >= MIN_POWER_SEGMENT else tile
 
 
 def dw_defaults(op, kernel, target) -> dict | None:
     ow = op.results[0].type.shape[3]
     rows = {"tile_w": _row_tile(ow, lanes(target))}
     if _flat_fits(op, target):  # form: 2 flat over the padded width, 1 row by row (tile_w)
-        return {"form": FLAT, "unroll": 4, "lanes": lanes(target), **rows}
+        return {"form": FLAT, "unroll": FLAT_UNROLL, "lanes": lanes(target), **rows}
     return rows
 
 
@@ -79,7 +83,7 @@ def dw_lower(op, params):
     past each row's end are computed and dropped), so that rows shorter than
     a whole number of vectors still use whole vectors; else the conv
     lowering."""
-    if int(params.get("form", 1)) != FLAT:
+    if int(params["form"]) != FLAT:
         return None
 
     def fn(x, w, bias=None, *, strides, pads, dilations, group, pad_value=0):  # float convs: pad_value 0
@@ -88,7 +92,7 @@ def dw_lower(op, params):
         pt, pl, pb, pr = (int(p) for p in pads)
         wp = width + pl + pr
         oh, ow = height + pt + pb - kh + 1, wp - kw + 1
-        step = int(params.get("lanes", 8))
+        step = int(params["lanes"])
         rows = next(r for r in range(oh, oh + step + 1) if r * wp % step == 0)  # whole vectors
         hp = rows + kh  # the rows the last vector's taps reach, and one for the columns past the end
 
@@ -115,7 +119,7 @@ def _flat_apply(sch, block, op, target, params) -> set[str]:
     v = lanes(target)
     n, k, r, col, rh, rw = sch.get_loops(block)
     q = sch.fuse(r, col)  # the plane over the padded width, as one run of whole vectors
-    u = divisor_at_most(extent(sch, q) // v, int(params.get("unroll", 4)))
+    u = divisor_at_most(extent(sch, q) // v, int(params["unroll"]))
     qo, qu, qv = sch.split(q, [None, u, v])
     sch.reorder(n, k, qo, rh, rw, qu, qv)
     outer = sch.fuse(n, k)
@@ -143,14 +147,14 @@ def _flat_apply(sch, block, op, target, params) -> set[str]:
 
 
 def dw_apply(sch, block, op, target, params) -> set[str]:
-    if int(params.get("form", 1)) == FLAT:
+    if int(params["form"]) == FLAT:
         return _flat_apply(sch, block, op, target, params)
     tile_w = int(params["tile_w"])
     v = lanes(target)
     n, k, h, w, rc, rh, rw = sch.get_loops(block)
     wo, wi = sch.split(w, [None, tile_w])
     sch.reorder(n, k, h, wo, rc, rh, rw, wi)
-    _tile_epilogue(sch, block, wo, v)
+    tile_epilogue(sch, block, wo, v)
     sch.unroll(rh)
     sch.unroll(rw)
     if tile_w > v and tile_w % v == 0:
@@ -190,8 +194,7 @@ def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
     them (the ``deinterleave`` intrinsic; a strided read would be a gather,
     one scalar load per lane, 2-3 cycles per element and most of the
     kernel's time); the padding then copies contiguous runs. Not for runs
-    of an odd number of columns, which the shuffles handle worse than the
-    gather."""
+    of an odd number of columns, which the shuffles take lane by lane."""
     width = int(sch.get(pad).iter_vars[-1].dom.extent)
     source = sch.get(pad).reads[0].source
     phased = stride > 1 and width % stride == 0
@@ -203,8 +206,7 @@ def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
     in_width = int(source.shape[-1]) if len(source.shape) == 4 else 0
     run = divisor_at_most(in_width // stride, 2 * v) if phased and in_width % stride == 0 else 0
     # an odd run (7 columns a phase: a 14-wide row at stride 2) is shuffled
-    # piecemeal, lane by lane, which is slower than leaving the strided
-    # reads to the padding copy
+    # piecemeal, lane by lane: the strided reads are left to the padding copy
     if run and run % 2 == 0:
         split = sch.cache_read(pad, 0, "global", consumer_blocks=[pad])
         sch.transform_layout(split, ("write", 0), _phases(stride))
@@ -221,13 +223,24 @@ def _pad_plane(sch, pad, outer, stride: int, v: int) -> None:
         sch.vectorize(last)
 
 
-def dw_grid(op, target, defaults) -> list[dict]:
-    ow = op.results[0].type.shape[3]
+def dw_tiles(op, target, defaults) -> list[dict]:
+    """Row segments of up to 8, 16, 32 and 64 columns (row by row only)."""
     if int(defaults.get("form", 1)) == FLAT:
-        return [{**defaults, "unroll": u} for u in (1, 2, 8)] + [{**defaults, "form": 1}]
+        return []
+    ow = op.results[0].type.shape[3]
     return [{"tile_w": divisor_at_most(ow, b)} for b in (8, 16, 32, 64)]
 
 
+PARAMS = (
+    Param("tile_w", "output columns a step computes, row by row (form 1)",
+          "the whole row up to 64 columns, in whole vectors where it can", grid=()),
+    Param("form", "1: row by row; 2: the plane flat over the padded width",
+          "2 at stride 1 on rows that are no whole number of vectors, else 1", values=(1, FLAT), grid=(1,),
+          unset=1),
+    Param("unroll", "vectors a step of the flat form computes", FLAT_UNROLL, grid=(1, 2, 8)),
+    Param("lanes", "lanes of the flat form's vectors (its rows padded to whole vectors)",
+          "the target's float32 lanes", grid=()),
+)
 
 register(Rule("depthwise", ("nn.conv",), "depthwise convolution vectorized along the output row",
-              dw_applies, dw_defaults, dw_apply, grid=dw_grid, lower=dw_lower))
+              dw_applies, dw_defaults, dw_apply, params=PARAMS, tiles=dw_tiles, lower=dw_lower))

@@ -36,7 +36,8 @@ from . import blocked
 from .amx import has_amx
 from .amx import packings as pair_panels
 from .intrinsics import DPBF16_LANES, dpbf16_block, dpbf16_vector
-from .rule import Rule, lanes, register, registers, weight_param
+from .machine import lanes, registers
+from .rule import Param, Rule, register, weight_param
 from .tir import pad_rows, tensorize_blocks
 
 #: the ISA feature a target needs for this rule (LLVM's name)
@@ -85,23 +86,14 @@ def _matmul_defaults(op, kernel, target) -> dict | None:
     return {"rows": rows, "vectors": vectors}
 
 
-def _params(op, target, params) -> tuple[int, int]:
-    rows, vectors = int(params["rows"]), int(params["vectors"])
-    n = op.results[0].type.shape[-1]
-    if rows < 2 or vectors < 1 or n % (vectors * DPBF16_LANES):
-        raise ValueError(f"dpbf16 needs rows >= 2 and 16 * vectors dividing the {n} columns, "
-                         f"got rows={rows}, vectors={vectors}")
-    return rows, vectors
-
-
 def _matmul_prepare(sch, block, op, target, params) -> None:
-    """Rows that do not fill the last block (ViT's 197 tokens): the row
-    space padded to a multiple of ``rows``."""
-    pad_rows(sch, block, op, _params(op, target, params)[0])
+    """Rows that do not fill the last block (197 tokens): the row space
+    padded to a multiple of ``rows``."""
+    pad_rows(sch, block, op, int(params["rows"]))
 
 
 def _matmul_apply(sch, block, op, target, params) -> set[str]:
-    rows, vectors = _params(op, target, params)
+    rows, vectors = int(params["rows"]), int(params["vectors"])
 
     def intrinsic(k: int, lead_a: int, lead_c: int) -> str:
         return dpbf16_block(rows, vectors, k, lead_a, lead_c)
@@ -109,10 +101,11 @@ def _matmul_apply(sch, block, op, target, params) -> set[str]:
     return tensorize_blocks(sch, block, op, rows, vectors * DPBF16_LANES, lanes(target), intrinsic)
 
 
-def _matmul_grid(op, target, defaults) -> list[dict]:
+def _matmul_tiles(op, target, defaults) -> list[dict]:
+    """Blocks of 4, 6 and 8 rows by 1, 2 and 3 vectors that divide the columns and fit the registers."""
     n = op.results[0].type.shape[-1]
     return [{"rows": r, "vectors": v} for v in (1, 2, 3) if n % (v * DPBF16_LANES) == 0 for r in (4, 6, 8)
-            if r * v + v + 1 <= registers(target) and {"rows": r, "vectors": v} != defaults]
+            if r * v + v + 1 <= registers(target)]
 
 
 # --- blocked convolutions -------------------------------------------------------------------------
@@ -146,8 +139,6 @@ def _conv_packings(op, kernel, target, params) -> dict:
 
 
 def _conv_apply(sch, block, op, target, params) -> set[str]:
-    if int(params.get("pad", 1)) != 1:
-        raise ValueError("dpbf16 convs read a padded copy of the input (pad 1): a guarded read is no pair of words")
     out_rank = len(op.results[0].type.shape)
     return blocked.blocked_apply(sch, block, op, target, params, pairs=dpbf16_vector(5, 7, out_rank))
 
@@ -162,7 +153,9 @@ def applies(op, kernel, target) -> bool:
 
 
 def defaults(op, kernel, target) -> dict | None:
-    return blocked.blocked_defaults(op, kernel, target) if _conv(op) else _matmul_defaults(op, kernel, target)
+    if _conv(op):
+        return blocked.blocked_defaults(op, kernel, target, widened=False)  # the pairs are read as bfloat16
+    return _matmul_defaults(op, kernel, target)
 
 
 def packings(op, kernel, target, params) -> dict:
@@ -178,11 +171,26 @@ def apply(sch, block, op, target, params) -> set[str]:
     return _conv_apply(sch, block, op, target, params) if _conv(op) else _matmul_apply(sch, block, op, target, params)
 
 
-def grid(op, target, defaults) -> list[dict]:
-    if _conv(op):
-        return [g for g in blocked.blocked_grid(op, target, defaults) if g.get("pad", 1) == 1]
-    return _matmul_grid(op, target, defaults)
+def tiles(op, target, defaults) -> list[dict]:
+    """A matmul's blocks of 4, 6 and 8 rows by 1 to 3 vectors; a conv's, ``blocked``'s tiles."""
+    return (blocked.blocked_tiles if _conv(op) else _matmul_tiles)(op, target, defaults)
 
+
+def check(op, target, params) -> str | None:
+    n = op.results[0].type.shape[-1]
+    if not _conv(op) and "vectors" in params and n % (params["vectors"] * DPBF16_LANES):
+        return f"16 x vectors must divide the {n} columns, got vectors={params['vectors']}"
+    return None
+
+
+#: a matmul's parameters, then a conv's (``blocked``'s, with a padded copy of the input only)
+PARAMS = (
+    Param("rows", "rows of a matmul's register block", f"as the registers allow, at most {MAX_ROWS}", low=2,
+          grid=()),
+    Param("vectors", "16-column vectors of a matmul's register block", "3, 2 or 1, the widest dividing the columns",
+          grid=()),
+    *blocked.PADDED_COPY_PARAMS,
+)
 
 register(Rule("dpbf16", ("nn.matmul", "nn.conv_blocked"), __doc__.split("\n\n")[0], applies, defaults, apply,
-              packings, prepare, grid=grid))
+              packings, prepare, params=PARAMS, check=check, tiles=tiles))

@@ -22,9 +22,7 @@ end ``y = acc / l`` (0 for a row no key may attend). K is re-laid once a
 call as K^T (and V copied, both widened to float32 and padded to whole key
 blocks), linear in the sequence length; nothing is of size S x S.
 
-Parameters (``braze schedule --rule flash --param``): ``tile_q``,
-``key_vectors``, ``value_vectors``, ``block_k``, ``block_q``; defaults from
-the machine model (docs/schedules.md).
+Parameters: ``PARAMS`` (``braze schedule --rule flash`` prints them).
 """
 
 from __future__ import annotations
@@ -35,7 +33,8 @@ import tvm
 from ...ir.ops.attention import heads_of
 from ..kernel import TVM_DTYPES
 from .flash_kernel import Layout, flash_kernel
-from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, registers
+from .machine import ACC_BYTES, FLOAT32_MATH, accumulators, cores, l1_bytes, l2_bytes, lanes, registers
+from .rule import Param, Rule, register
 
 #: keys a block holds at most (fewer where the caches are small: ``_block_k_cap``)
 MAX_BLOCK_K = 256
@@ -51,6 +50,9 @@ BLOCK_OVERHEAD_KEYS = 8
 TILE_COST = {3: 1.0, 2: 1.01, 1: 1.15}
 #: rows of a register tile at most (gemm's cap)
 MAX_TILE_Q = 8
+#: the share of L1 a row tile's scores may take (1/4): the rest for the
+#: K^T and V vectors streaming through it
+SCORES_L1_SHARE = 4
 
 
 def _layout(op) -> Layout:
@@ -99,9 +101,8 @@ def defaults(op, kernel, target) -> dict:
     _, tile_q, key_vectors, block_k = best
     value_vectors = max(n for n in (1, 2, 3, 4) if -(-layout.heads.v_head_size // v) % n == 0
                         and tile_q * n <= accumulators(target, n))
-    cores = max(1, getattr(target, "num_cores", 1) or 1)
     row_tiles = ROW_TILES
-    while row_tiles > 1 and _tasks(layout, tile_q * row_tiles) < TASKS_PER_CORE * cores:
+    while row_tiles > 1 and _tasks(layout, tile_q * row_tiles) < TASKS_PER_CORE * cores(target):
         row_tiles //= 2
     row_tiles = min(row_tiles, -(-layout.heads.q_seq // tile_q))
     return {"tile_q": tile_q, "key_vectors": key_vectors, "value_vectors": value_vectors, "block_k": block_k,
@@ -113,29 +114,27 @@ def _block_k_cap(layout: Layout, target, tile_q: int) -> int:
     block's K^T and V (float32) would take more than half of L2 or a row
     tile's scores more than a quarter of L1 (large heads, small caches)."""
     h = layout.heads
-    l1 = getattr(target, "l1d_bytes", 0) or 32 << 10
-    l2 = getattr(target, "l2_bytes", 0) or 1 << 20
-    return min(MAX_BLOCK_K, l2 // 2 // (4 * (h.head_size + h.v_head_size)), l1 // 4 // (4 * tile_q))
+    return min(MAX_BLOCK_K, l2_bytes(target) // 2 // (ACC_BYTES * (h.head_size + h.v_head_size)),
+               l1_bytes(target) // SCORES_L1_SHARE // (ACC_BYTES * tile_q))
 
 
 def _tasks(layout: Layout, block_q: int) -> int:
     return layout.heads.batch * layout.heads.kv_heads * -(-layout.heads.q_seq // block_q)
 
 
-def _check(layout: Layout, params: dict, v: int) -> None:
+def check(op, target, params) -> str | None:
+    layout, v = _layout(op), lanes(target)
     tq, kvec, vvec = params["tile_q"], params["key_vectors"], params["value_vectors"]
     bk, bq = params["block_k"], params["block_q"]
-    if min(tq, kvec, vvec, bk, bq) < 1:
-        raise ValueError(f"flash parameters must be >= 1, got {params}")
     if bk % (kvec * v) or bq % tq or -(-layout.heads.v_head_size // v) % vvec:
-        raise ValueError(f"flash: block_k must be a multiple of key_vectors x {v}, block_q of tile_q, and "
-                         f"value_vectors must divide {-(-layout.heads.v_head_size // v)}; got {params}")
+        return (f"block_k must be a multiple of key_vectors x {v}, block_q of tile_q, and "
+                f"value_vectors must divide {-(-layout.heads.v_head_size // v)}; got {params}")
+    return None
 
 
 def primfunc(op, kernel, target, params):
     """The kernel's PrimFunc: flash attention for ``op`` (the kernel's only op)."""
     layout, v = _layout(op), lanes(target)
-    _check(layout, params, v)
     a = {**op.attributes}
     immediate_mask = len(op.operands) > 3 and id(op.operands[3]) in kernel.immediates
     func = flash_kernel(layout, v, params, scale=float(a["scale"]), causal=bool(a.get("causal", False)),
@@ -148,14 +147,25 @@ def primfunc(op, kernel, target, params):
     return tvm.tirx.PrimFunc([func.params[i] for i in keep], func.body, func.ret_type, func.attrs)
 
 
-def grid(op, target, defaults_) -> list[dict]:
+def tiles(op, target, defaults_) -> list[dict]:
+    """Key blocks of 2, 4 and 8 times a score tile's width; 2, 4 and 16 row tiles a task."""
     v = lanes(target)
-    out = []
-    for bk in (defaults_["key_vectors"] * v * n for n in (2, 4, 8)):
-        out.append({**defaults_, "block_k": bk})
-    for rows in (2, 4, 16):
-        out.append({**defaults_, "block_q": defaults_["tile_q"] * rows})
-    return out
+    return ([{"block_k": defaults_["key_vectors"] * v * n} for n in (2, 4, 8)]
+            + [{"block_q": defaults_["tile_q"] * rows} for rows in (2, 4, 16)])
+
+
+PARAMS = (
+    Param("tile_q", "query rows of a register tile", f"as the registers hold beside the key vectors, at most "
+          f"{MAX_TILE_Q}", grid=()),
+    Param("key_vectors", "vectors of keys of the score tile", "3, 2 or 1, with block_k: the least estimated time",
+          values=(1, 2, 3), grid=()),
+    Param("value_vectors", "vectors of v's head of the P V tile",
+          "the most of 1 to 4 that divide the head's vectors and fit the registers", values=(1, 2, 3, 4), grid=()),
+    Param("block_k", "keys a block holds", f"a multiple of the score tile's width up to {MAX_BLOCK_K} (less "
+          "where the caches are small), the least padded", grid=()),
+    Param("block_q", "query rows a task holds", f"tile_q x {ROW_TILES}, halved until there are "
+          f"{TASKS_PER_CORE} tasks a core", grid=()),
+)
 
 
 def _no_apply(sch, block, op, target, params):  # pragma: no cover - never called: the rule has ``build``
@@ -163,4 +173,4 @@ def _no_apply(sch, block, op, target, params):  # pragma: no cover - never calle
 
 
 register(Rule("flash", ("nn.attention",), __doc__.split("\n\n")[0], applies, defaults, _no_apply,
-              grid=grid, build=primfunc))
+              params=PARAMS, check=check, tiles=tiles, build=primfunc))

@@ -19,7 +19,8 @@ from tvm import te
 
 from ..kernel import Packing
 from ..lowerings.nn import matmul
-from .rule import FLOAT32_MATH, Rule, accumulators, lanes, register, registers, weight_param
+from .machine import ACC_BYTES, FLOAT32_MATH, accumulators, cores, lanes, nbytes, registers, rows_outside
+from .rule import Param, Rule, register, weight_param
 from .tir import blocks_under, epilogue_of, extent, tile_result
 
 
@@ -39,13 +40,21 @@ def _rows(target, tile_n: int, v: int) -> int:
     beside the B vectors and the broadcast: 8 with AVX-512 (16 of 32
     registers), 6 with AVX2 at two vectors wide (12 of 16: the 6x16 tile)."""
     nv = max(1, tile_n // v)
-    return max(1, min(8, accumulators(target, nv) // nv))
+    return max(1, min(MAX_ROWS, accumulators(target, nv) // nv))
 
 
 #: k steps the micro-kernel's loop body holds (``unroll_k``): one step a
-#: body spends a loop's bookkeeping on every 16 FMAs; beyond 4 there was
-#: nothing more to gain (docs/schedules.md, "gemm").
+#: body spends a loop's bookkeeping on every 16 FMAs; 4 steps bring it
+#: under the loads' cost, and more only grow the code.
 UNROLL_K = 4
+#: rows of a tile at most: 8 rows of 3 vectors fill AVX-512's 32 registers
+MAX_ROWS = 8
+#: the fewest rows a tile takes before it widens instead (a GEMV): fewer
+#: leave too few independent accumulators per column vector
+MIN_ROWS = 4
+#: how many times wider a few-row tile may grow, in order of preference:
+#: the widths that divide the common column counts with the fewest tiles
+WIDEN = (4, 5, 3, 2)
 
 
 def defaults(op, kernel, target) -> dict | None:
@@ -62,14 +71,13 @@ def _order(op, target) -> int:
     passes (a weight that outgrows L2); 2: row tiles outside, when B fits
     in half of L2 and the output outweighs it, so that the output is
     written row band by row band, in order, where column tiles wrote each
-    row's 32 floats a whole row apart. Whisper's attention scores
-    (8 x 1500 x 64 x 1500, B 385 KB, 72 MB written; Intel Xeon, AVX-512,
-    2 threads, alone): 21 -> 12 ms (onnxruntime 10.5 ms in the model)."""
+    row's tile a whole row apart (``rows_outside``). B counted once (one
+    batch's) at its real size; the output (one batch's) at float32's
+    whatever its dtype, so that a 16-bit kernel keeps the order of its
+    float32 twin, whose row writes the order is chosen for."""
     _, b, out = _shapes(op)
     k, n, m = b[-2], b[-1], out[-2]
-    item = op.operands[1].type.np_dtype.itemsize
-    l2 = getattr(target, "l2_bytes", 1 << 20) or (1 << 20)
-    return 2 if k * n * item <= l2 // 2 and m * n * 4 > k * n * item else 1
+    return rows_outside(nbytes(op.operands[1].type.with_shape((k, n))), m * n * ACC_BYTES, target)
 
 
 #: vectors a tile spans where they divide the columns: 8 rows x 3 with 32 registers (AVX-512), 4 x 3 with 16 (AVX2)
@@ -90,7 +98,7 @@ def _tile(op, target) -> dict | None:
         # read once instead of once per column tile. AVX2's 16 registers
         # hold 2 rows of 4 vectors: not taken there.
         rows = accumulators(target, n // v, cap=WHOLE_ROW_ACCUMULATORS) // (n // v)
-        if rows >= 4 and m >= rows:
+        if rows >= MIN_ROWS and m >= rows:
             return {"tile_m": rows, "tile_n": n}
     if n % (WIDE_VECTORS * v) == 0:
         # tiles 3 vectors wide, as many rows as the register file holds
@@ -99,19 +107,19 @@ def _tile(op, target) -> dict | None:
         # with 16: more FMAs per load than 2 vectors wide, fewer A rows to
         # stream than 6 x 4, which pads 128 rows. Where more rows fit (9
         # with 32 registers), the count that pads the rows least, 8 on a
-        # tie (ViT's 197 tokens: 22 tiles of 9 rather than 25 of 8)
+        # tie (197 rows: 22 tiles of 9 rather than 25 of 8)
         most = (registers(target) - WIDE_VECTORS - 1) // WIDE_VECTORS
-        rows = min(range(min(8, most), most + 1), key=lambda r: (-(-m // r) * r, r))
-        if rows >= 4 and m >= rows:
+        rows = min(range(min(MAX_ROWS, most), most + 1), key=lambda r: (-(-m // r) * r, r))
+        if rows >= MIN_ROWS and m >= rows:
             return {"tile_m": rows, "tile_n": WIDE_VECTORS * v}
     for tile_n in (2 * v, v, v // 2):
         if tile_n >= 1 and n % tile_n == 0:
             tile_m = min(_rows(target, tile_n, v), m)
-            if tile_m < 4:  # few rows (a GEMV): more columns per tile, for independent accumulators
-                tile_n *= next((f for f in (4, 5, 3, 2) if n % (tile_n * f) == 0
+            if tile_m < MIN_ROWS:  # few rows (a GEMV): more columns per tile, for independent accumulators
+                tile_n *= next((f for f in WIDEN if n % (tile_n * f) == 0
                                 and tile_m * max(1, tile_n * f // v) <= accumulators(target, tile_n * f // v)), 1)
             return {"tile_m": tile_m, "tile_n": tile_n}
-    if n >= v:  # columns that fill no vector evenly (ViT's 197 keys): padded (prepare)
+    if n >= v:  # columns that fill no vector evenly (197 keys): padded (prepare)
         tile_n = 2 * v if n >= 2 * v else v
         return {"tile_m": min(_rows(target, tile_n, v), m), "tile_n": tile_n}
     return None
@@ -142,12 +150,11 @@ def _padded_rows(op, params) -> int | None:
 
 
 def lower(op, params):
-    """Rows that do not fill the last tile (ViT's 197 tokens): the matmul
-    over whole tiles of rows, those past the end reading A's last row (an
-    index clamped once per tile row, outside the k loop) and dropped when
-    the tile is written back. Padding A with zero rows instead was a
-    stage of its own, a copy of A each run: 197 x 768 x 3072 ran 7% slower
-    than 200 x 768 x 3072 (Intel Xeon, AVX-512, 2 threads)."""
+    """Rows that do not fill the last tile (197 tokens): the matmul over
+    whole tiles of rows, those past the end reading A's last row (an index
+    clamped once per tile row, outside the k loop) and dropped when the
+    tile is written back; padding A with zero rows instead would be a
+    stage of its own, a copy of A each run."""
     rows = _padded_rows(op, params)
     if rows is None:
         return None
@@ -187,14 +194,11 @@ def apply(sch, block, op, target, params) -> set[str]:
     epi = epilogue_of(sch, block, padded=True)
     io, ii = sch.split(i, [None, tile_m])
     jo, jv, jl = sch.split(j, [None, tile_n // v, v])
-    order = int(params.get("order", 1))
-    if order not in (1, 2):
-        raise ValueError(f"gemm order must be 1 (column tiles outside) or 2 (row tiles outside), got {order}")
-    # a B shared by every batch (a weight times [1, 7, 7, C] in ConvNeXt's
-    # channels-last blocks, or a batch of sequences): with column tiles
-    # outside, its panel passes over every batch's rows before the next
-    # one, where batches outside read all of B once each (ConvNeXt-Tiny's
-    # last 768 x 3072 matmuls: 9.4 MB 7 times)
+    order = int(params["order"])
+    # a B shared by every batch (a weight times a batch of channels-last
+    # maps, or of sequences): with column tiles outside, its panel passes
+    # over every batch's rows before the next one, where batches outside
+    # would read all of B once each
     shared = len(op.operands[1].type.shape) == 2 and order == 1
     lead = [jo, *batch, io] if shared else [*batch, jo, io] if order == 1 else [*batch, io, jo]
     # a 16-bit weight widened in a stage (``stage_16bit``): one panel at a
@@ -202,10 +206,10 @@ def apply(sch, block, op, target, params) -> set[str]:
     # enough to share among the cores; else read and converted in place
     widened = _widened_weight(sch, block, tile_n, extent(sch, k), op.results[0].type.shape[-1])
     panel_tasks = (widened is not None and shared
-                   and extent(sch, jo) >= 2 * max(1, getattr(target, "num_cores", 1) or 1))
+                   and extent(sch, jo) >= PANELS_PER_CORE * cores(target))
     if widened is not None and not panel_tasks:
         sch.compute_inline(widened)
-    unroll_k = int(params.get("unroll_k", 1))
+    unroll_k = int(params["unroll_k"])
     if unroll_k > 1 and extent(sch, k) % unroll_k == 0:
         k, steps = sch.split(k, [None, unroll_k])
         sch.reorder(*lead, k, steps, ii, jv, jl)
@@ -248,25 +252,33 @@ def _stage_16bit(op, kernel) -> tuple[int, ...]:
     """A, broadcast one element at a time; and a constant bfloat16 B, each
     packed panel widened once per task rather than each vector once per
     tile of rows: bfloat16 widens by a zero-extension and a shift, two
-    instructions a vector, against F16C's one for float16. bert-base's
-    GEMMs alone (AMD EPYC Zen 4, 2 threads): an AVX2 build's bfloat16
-    (4-row tiles, a widened vector per 4 FMAs) 177-179 -> 201-215 GFLOP/s
-    (float32: 210-225); float16 201-216 either way; AVX-512 (8-row tiles)
-    bfloat16 213-216 either way, float16 slower with panels (195-212
-    against 217-223)."""
+    instructions a vector, against F16C's one for float16, which stays
+    cheaper converted in place."""
     bf16_weight = weight_param(op, kernel, rank=2) is not None and op.operands[1].type.dtype == "bf16"
     return (0, 1) if bf16_weight else (0,)
 
 
-def grid(op, target, defaults) -> list[dict]:
+def tiles(op, target, defaults) -> list[dict]:
+    """Tiles of 4, 8 and 16 rows by 1, 2 and 3 vectors that divide the columns."""
     m, n = op.results[0].type.shape[-2], op.results[0].type.shape[-1]
     v = lanes(target)
-    steps = defaults.get("unroll_k", 1)
-    order = defaults.get("order", 1)
-    tiles = [{"tile_m": min(tm, m), "tile_n": tn, "unroll_k": steps, "order": order} for tm in (4, 8, 16)
-             for tn in (v, 2 * v, WIDE_VECTORS * v) if n % tn == 0]
-    return tiles + [{**defaults, "unroll_k": 1}, {**defaults, "order": 3 - order}]
+    return [{"tile_m": min(tm, m), "tile_n": tn} for tm in (4, 8, 16)
+            for tn in (v, 2 * v, WIDE_VECTORS * v) if n % tn == 0]
 
+
+PARAMS = (
+    Param("tile_m", "rows of the register tile", "rows whose accumulators fit the registers beside the B vectors",
+          grid=()),
+    Param("tile_n", "columns of the register tile (and of a packed B panel)",
+          "1 to 4 vectors that divide the columns, as the registers allow", packs=True, grid=()),
+    Param("unroll_k", "k steps a loop body of the micro-kernel holds", f"{UNROLL_K}, or the most of 2, 1 dividing k",
+          values=(1, 2, 4), grid=(1,)),
+    Param("order", "1: column tiles outside; 2: row tiles outside",
+          "2 when B fits in half of L2 and the output outweighs it", values=(1, 2), grid=(1, 2)),
+)
+
+#: column panels a core must have before a 16-bit B is widened panel by panel in tasks of their own
+PANELS_PER_CORE = 2
 
 register(Rule("gemm", ("nn.matmul",), __doc__.split("\n\n")[0], applies, defaults, apply, packings, prepare,
-              grid=grid, packed_by=("tile_n",), stage_16bit=_stage_16bit, lower=lower))
+              params=PARAMS, tiles=tiles, stage_16bit=_stage_16bit, lower=lower))

@@ -9,11 +9,23 @@ from math import prod
 
 from tvm import s_tir
 
-from .rule import lanes
+from .machine import lanes
 from .tir import DATA_PAR, Schedule, extent, is_spatial, write_dtype
 
+#: iterations under which a stage runs on one core: fewer do not pay for
+#: waking the thread pool
+MIN_PARALLEL = 2048
+#: a row longer than this many vectors is split into whole vectors, so that
+#: each is one load and store, not a loop LLVM unrolls
+SPLIT_VECTORS = 4
+#: a row of up to this many vectors (that is no whole number of them) is
+#: vectorized as one loop; a longer one is partitioned or stays scalar
+ONE_LOOP_VECTORS = 8
+#: elements a row needs before it is worth a vector at all
+MIN_VECTOR = 4
 
-def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> None:
+
+def schedule_generic(sch: Schedule, block, target, min_parallel: int = MIN_PARALLEL) -> None:
     """Parallel over the leading spatial loops, vectorized innermost when the
     block is elementwise. Enough for memory-bound stages: reshapes,
     elementwise chains, softmax's and layer norm's reductions, pooling."""
@@ -53,10 +65,10 @@ def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> 
     vec = lanes(target, write_dtype(sch, block))
     inner = lead[-1]
     n = extent(sch, inner)
-    if n > 4 * vec and n % vec == 0:
+    if n > SPLIT_VECTORS * vec and n % vec == 0:
         rest, inner = sch.split(inner, [None, vec])
         lead = [*lead[:-1], rest, inner]
-    if 4 <= extent(sch, inner) <= 8 * vec:  # a long odd row stays scalar
+    if MIN_VECTOR <= extent(sch, inner) <= ONE_LOOP_VECTORS * vec:  # a long odd row stays scalar
         sch.vectorize(inner)
     outer = lead[:-1]
     if outer and work >= min_parallel:
@@ -65,13 +77,13 @@ def schedule_generic(sch: Schedule, block, target, min_parallel: int = 2048) -> 
             sch.parallel(fused)
 
 
-def schedule_rows(sch: Schedule, target, min_parallel: int = 2048) -> bool:
+def schedule_rows(sch: Schedule, target, min_parallel: int = MIN_PARALLEL) -> bool:
     """A kernel of row-wise stages (softmax, layer norm: reductions along
     the last axis and the elementwise stages around them) computed one row
     at a time: every stage runs under the output's row loop, so a row's
     intermediates (its exponentials, its centred values) stay in cache,
-    where stage by stage each was a whole tensor written to memory and read
-    back (Whisper's 1500 x 1500 attention scores: 72 MB a stage). Each
+    where stage by stage each is a whole tensor written to memory and read
+    back (a batch of 1500 x 1500 attention scores: tens of MB a stage). Each
     reduction keeps ``lanes`` partial results in a vector (rfactor), the
     elementwise stages are vectorized as ``schedule_generic`` does them.
     False, and ``sch`` untouched, when the kernel is not of that shape (a
@@ -124,18 +136,19 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
         elif inner and is_spatial(sch, b):
             vec = lanes(target, write_dtype(sch, b))
             n = extent(sch, inner[-1])
-            if n > 4 * vec and n % vec == 0:
+            if n > SPLIT_VECTORS * vec and n % vec == 0:
                 _, v = sch.split(inner[-1], [None, vec])
                 sch.vectorize(v)
-            elif 4 <= n <= 8 * vec:
+            elif MIN_VECTOR <= n <= ONE_LOOP_VECTORS * vec:
                 sch.vectorize(inner[-1])
-            elif n > 8 * vec:
+            elif n > ONE_LOOP_VECTORS * vec:
                 # a long row that is no whole number of vectors: its whole
                 # vectors, then the rest as one short vector (partitioned
                 # last, once the loops are placed: it replaces the block).
                 # Vectors of the divisor nearest a vector instead (15 of
                 # 1500 with 16 lanes) are split by LLVM into 8 + 4 + 2 + 1
-                # lanes for every load and store; a masked split is slower
+                # lanes for every load and store, and a masked split masks
+                # every vector, not only the last
                 partition.append((inner[-1], n, vec))
     if rows * extent(sch, sch.get_loops(out)[-1]) >= min_parallel:
         sch.parallel(row)
@@ -150,8 +163,8 @@ def _rows(sch: Schedule, target, min_parallel: int) -> bool:
 def _row_rfactor(sch: Schedule, block, target):
     """A reduction along its innermost loop split into partial results side
     by side (its rfactor block, to be vectorized): ``lanes`` of them, or
-    the divisor of the row nearest to that (15 for Whisper's rows of 1500
-    with 16 lanes). The split must be exact: once the rfactor block moves
+    the divisor of the row nearest to that (15 for rows of 1500 with 16
+    lanes). The split must be exact: once the rfactor block moves
     under the row loop, TVM (0.27) drops a partial split's predicate and
     the last vector would read the next row. The block itself when the row
     is shorter than two vectors (left scalar); None when no divisor fits,
@@ -173,10 +186,10 @@ def _row_rfactor(sch: Schedule, block, target):
 
 def _exact_width(n: int, vec: int) -> int | None:
     """The divisor of a row of ``n`` nearest to ``vec`` lanes, from half
-    to twice a vector (15 for 1500 with 16 lanes), or None. (Fewest
-    power-of-two pieces instead, 20 = 16 + 4 lanes for 1500, made
-    Whisper's softmax 1.4x slower.)"""
-    return min((d for d in range(max(4, vec // 2), 2 * vec + 1) if n % d == 0 and n >= 2 * d),
+    to twice a vector (15 for 1500 with 16 lanes), or None: the nearest,
+    not the one of fewest power-of-two pieces (20 = 16 + 4 lanes), whose
+    vectors LLVM still splits in two."""
+    return min((d for d in range(max(MIN_VECTOR, vec // 2), 2 * vec + 1) if n % d == 0 and n >= 2 * d),
                key=lambda d: (abs(d - vec), -d), default=None)
 
 
@@ -190,7 +203,7 @@ def _reduce_vectorized(sch: Schedule, block, lead, reduce_loops, trailing: int, 
     if n % vec == 0 and n > vec:
         outer, inner = sch.split(tail, [None, vec])
         head = [*head, outer]
-    elif n <= 8 * vec:
+    elif n <= ONE_LOOP_VECTORS * vec:
         inner = tail
     else:
         head, inner = [*head, tail], None
@@ -209,11 +222,10 @@ def _row_reduce_vectorized(sch: Schedule, block, lead, reduce_loops, target, par
     """A reduction along the innermost axis (softmax's max and sum, layer
     norm's mean): ``lanes`` partial results side by side in a vector
     (rfactor), combined at the end of each row. A row that is not a whole
-    number of vectors (Whisper's 1500 frames, ViT's 197 tokens) ends in a
-    partial vector whose lanes past the row are masked off (the split's
-    predicate): a scalar loop instead had made Whisper's softmax 7.5x
-    onnxruntime's time. False if the row is shorter than two vectors (the
-    block is left as it was)."""
+    number of vectors (1500 frames, 197 tokens) ends in a partial vector
+    whose lanes past the row are masked off (the split's predicate), rather
+    than the whole row falling to a scalar loop. False if the row is
+    shorter than two vectors (the block is left as it was)."""
     last = reduce_loops[-1]
     n, vec = extent(sch, last), lanes(target, write_dtype(sch, block))
     if vec < 2 or n < 2 * vec:

@@ -2,8 +2,8 @@
 
 ``deinterleave(stride, n)``: split ``stride * n`` contiguous floats into
 their ``stride`` phases, ``B[p, q] = A[q * stride + p]``. Vectorized as TVM
-does it by itself, a strided read is one scalar load per lane (about 2-3
-cycles per element on Zen 3); the intrinsic loads the whole run as one
+does it by itself, a strided read is one scalar load per lane (a gather);
+the intrinsic loads the whole run as one
 vector and shuffles it, which LLVM lowers to a few in-register shuffles per
 vector (docs/schedules.md, "depthwise").
 
@@ -65,7 +65,7 @@ def deinterleave(stride: int, n: int, dtype: str = "float32") -> str:
 def _strides(lead: int, last: list) -> list:
     """A buffer's strides: a free variable for each of ``lead`` leading dims
     (each its own: one variable for all would make the match require the
-    strides equal, which fails for two batch dims such as ConvNeXt's
+    strides equal, which fails for two batch dims such as a channels-last
     ``[1, 56, 56, C]``), then ``last``."""
     return [T.int32() for _ in range(lead)] + last
 
@@ -213,9 +213,8 @@ def _dpbf16_funcs(rows: int, vectors: int, k: int, lead_a: int, lead_c: int):
     once the loops are unrolled). A and B are read as 32-bit words through
     int32 views of their data: a bfloat16 buffer read as values would be
     legalized to float32 first, and raw pointers (the AMX intrinsic's) would
-    hide from LLVM that C's stores do not touch them, so that it stored the
-    accumulators and reloaded the operands at every step (2.3x slower on
-    Zen 4: 183 against 429 GFLOP/s on 128x768x3072)."""
+    hide from LLVM that C's stores do not touch them, so that it would store
+    the accumulators and reload the operands at every step."""
     ua, uc = (1,) * lead_a, (1,) * lead_c
     za, zc = (0,) * lead_a, (0,) * lead_c
     bf, f32 = "bfloat16", "float32"

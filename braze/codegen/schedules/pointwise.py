@@ -15,7 +15,8 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .rule import Rule, accumulators, divisor_at_most, lanes, register, registers, weight_param, wide
+from .machine import accumulators, cores, divisor_at_most, in_half_l2, lanes, nbytes, registers, wide
+from .rule import Param, Rule, register, weight_param
 from .tir import blocks_under, epilogue_of, extent, is_spatial, place_at
 from .conv import conv_applies, conv_defaults
 
@@ -38,22 +39,31 @@ def pw_applies(op, kernel, target) -> bool:
 #: kernel is bound by writing its outputs, and a task of one tile writes
 #: them in short runs
 PANEL_MIN_CHANNELS = 64
+#: pixel tiles a core needs before each task packs its own input panel
+TILES_PER_CORE = 4
+#: the most padding a 1x1 conv's pixel tiles may carry and still be a GEMM
+#: along the pixels, as a fraction over the real pixels: a tenth
+PADDING_NUM, PADDING_DEN = 11, 10
+#: rows of a tile at most: 8 rows by two vectors (a step's broadcasts
+#: compete with its loads beyond), 12 by one vector
+MAX_ROWS_TWO_VECTORS, MAX_ROWS_ONE_VECTOR = 8, 12
+#: pixels a block of pixel tiles spans at most (order 2): long runs of
+#: each output row for the prefetcher
+BLOCK_PIXELS = 512
 
 
 def pw_profitable(op, kernel, target) -> bool:
     """Whether the 1x1 conv is better as a GEMM along the pixels than
     vectorized over output channels (``conv2d``): not when its pixel tiles
-    are more than 10% padding (a 7x7 or 14x14 map in 32-pixel tiles),
+    are more than a tenth padding (a 7x7 or 14x14 map in 32-pixel tiles),
     the stride is 1 and conv2d's register tile, which pads nothing, holds
-    more accumulators. (A strided one keeps its gathered input: conv2d ran
-    ResNet-50's stride-2 shortcuts 1.2x slower in the model.)
-    (AVX-512, resnet50's 1x1 convs on 14x14 and 7x7 maps: conv2d 1.1-1.4x
-    faster; AVX2's 16 registers give conv2d the smaller tile, and pointwise
-    stays.)"""
+    more accumulators doing useful work (with AVX2's 16 registers conv2d's
+    tile is the smaller one, and pointwise stays). A strided one keeps its
+    gathered input, which conv2d would read strided."""
     params = pw_defaults(op, kernel, target)
     hw = op.results[0].type.shape[2] * op.results[0].type.shape[3]
     cols = -(-hw // params["tile_n"]) * params["tile_n"]
-    if cols * 10 <= hw * 11 or not _stride_one(op):
+    if cols * PADDING_DEN <= hw * PADDING_NUM or not _stride_one(op):
         return True
     other = conv_defaults(op, kernel, target)
     if other is None:
@@ -80,7 +90,7 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # vectors a step loads (6 rows of two vectors with AVX2's 16 registers,
     # 8 with AVX-512's 32); the rows are padded to a whole tile (zero
     # weights) when the channels do not divide
-    tile_m = max(1, min(8 if nv == 2 else 12, accumulators(target, nv) // nv))
+    tile_m = max(1, min(MAX_ROWS_TWO_VECTORS if nv == 2 else MAX_ROWS_ONE_VECTOR, accumulators(target, nv) // nv))
     if nv == 2:
         # the micro-kernel broadcasts one weight at a time into its vectors
         # (rows outside), so the tile may take the register file: 8 to 14
@@ -105,12 +115,14 @@ def pw_defaults(op, kernel, target) -> dict | None:
     # reduction is long enough to pay for shorter output runs. Stride-2
     # 1x1 convs keep their gathered input stage, which already makes the
     # panel
-    many = tiles >= 4 * max(1, getattr(target, "num_cores", 1) or 1)
+    many = tiles >= TILES_PER_CORE * cores(target)
     packs = many and _stride_one(op) and c > PANEL_MIN_CHANNELS
-    order = 2 if packs or k * c * 4 <= getattr(target, "l2_bytes", 1 << 20) // 2 else 1
-    # order 2 walks blocks of pixel tiles (up to 512 pixels): longer runs
-    # of each output row than one tile gives, for the prefetcher
-    block_n = divisor_at_most(tiles, max(1, 512 // tile_n)) if order == 2 else 1
+    # the weights as the micro-kernel reads them: a 16-bit kernel's are widened in a stage (stage_16bit)
+    weights = nbytes(op.operands[1].type.with_shape((k, c)), widened=True)
+    order = 2 if packs or in_half_l2(weights, target) else 1
+    # order 2 walks blocks of pixel tiles: longer runs of each output row
+    # than one tile gives, for the prefetcher
+    block_n = divisor_at_most(tiles, max(1, BLOCK_PIXELS // tile_n)) if order == 2 else 1
     panel = 2 if packs else 1
     if packs:
         block_n = 1
@@ -155,7 +167,7 @@ def pw_lower(op, params):
         rows = int(w.shape[0]) * tile_m if packed else k_out
         kg = k_out // group
 
-        if int(params.get("panel", 1)) == 2:
+        if int(params["panel"]) == 2:
             def tile_gather(b, t, ch, lane):
                 p = t * tile_n + lane
                 q = tirx.min(p, hw - 1)
@@ -225,16 +237,11 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
                 tail = epi
     ko, ki = sch.split(k, [None, tile_m])
     jo, jv, jl = sch.split(hw, [None, tile_n // v, v])
-    order = int(params.get("order", 1))
-    if order not in (1, 2):
-        raise ValueError(f"pointwise order must be 1 (channel blocks outside) or 2 (pixel tiles outside), got {order}")
-    block_n = int(params.get("block_n", 1))
-    if int(params.get("panel", 1)) not in (1, 2) or (int(params.get("panel", 1)) == 2 and order != 2):
-        raise ValueError(f"pointwise panel must be 1 (the input where it lies) or 2 (packed by each task; "
-                         f"order 2 only), got panel={params.get('panel')} with order={order}")
-    block_k = int(params.get("block_k", extent(sch, rc)))  # input channels a K block (all: no K blocks)
+    order = int(params["order"])
+    block_n = int(params["block_n"])
+    block_k = int(params["block_k"])  # input channels a K block (0 or all: no K blocks)
     inner = [rc]
-    block_m = int(params.get("block_m", 1))
+    block_m = int(params["block_m"])
     if order == 1 and 0 < block_k < extent(sch, rc):
         # blocks of input channels (K blocks) and of row tiles: a task's
         # accumulators (block_m row tiles by every pixel) stay in L1 while a
@@ -254,7 +261,7 @@ def pw_apply(sch, block, op, target, params) -> set[str]:
     sch.reorder(*lead, *inner, ki, jv, jl)
     panel = next((b for b in sch.get_producers(block) if sch.get(b).name_hint.startswith("pw_in")), None)
     packed_at = None
-    if panel is not None and int(params.get("panel", 1)) == 2:
+    if panel is not None and int(params["panel"]) == 2:
         packed_at = lead[1]
         sch.compute_at(panel, packed_at)
     sch.reverse_compute_at(local, at)
@@ -301,15 +308,38 @@ def epilogue_of_flat(sch, block, width: int):
     return epilogue_of(sch, block, padded=True)
 
 
-def pw_grid(op, target, defaults) -> list[dict]:
+def pw_tiles(op, target, defaults) -> list[dict]:
+    """Tiles of the default and 4 rows by 1 and 2 vectors, each in the three
+    (order, panel) pairs; and K blocks of 256 input channels, four row
+    tiles a task (cache blocking) when there are more channels."""
     v, c = lanes(target), op.operands[1].type.shape[1]
-    grid = [{**defaults, "tile_m": tm, "tile_n": tn, "order": order, "panel": panel}
+    grid = [{"tile_m": tm, "tile_n": tn, "order": order, "panel": panel}
             for tn in (2 * v, v) for tm in (defaults["tile_m"], 4) for order, panel in ((1, 1), (2, 1), (2, 2))]
-    # K blocks of 256 input channels, four row tiles a task (cache blocking)
-    return grid + ([{**defaults, "order": 1, "panel": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
+    return grid + ([{"order": 1, "panel": 1, "block_k": 256, "block_m": 4}] if c > 256 else [])
 
 
+def pw_check(op, target, params) -> str | None:
+    if params["panel"] == 2 and params["order"] != 2:
+        return "panel 2 (packed by each task) goes with order 2 (pixel tiles outside)"
+    return None
+
+
+PARAMS = (
+    Param("tile_m", "output channels (rows) of the register tile (and of a packed weight block)",
+          "as many rows as the registers hold beside a step's loads, the count that pads the channels least",
+          packs=True, grid=()),
+    Param("tile_n", "pixels (columns) of the register tile", "two vectors, one on a map of one vector or less",
+          grid=()),
+    Param("order", "1: channel blocks outside; 2: pixel tiles outside",
+          "2 when the weights fit in half of L2 or the tasks pack their panels", values=(1, 2), grid=()),
+    Param("block_n", "pixel tiles a block takes (order 2)", f"the most that divide the tiles up to {BLOCK_PIXELS} "
+          "pixels (order 2), else 1", grid=()),
+    Param("block_k", "input channels a K block takes (order 1)", "all of them (no K blocks)", off=True, grid=()),
+    Param("block_m", "row tiles a task takes with K blocks (order 1)", 1, grid=()),
+    Param("panel", "1: the input where it lies; 2: each task packs its pixel tile's input in a panel (order 2)",
+          "2 with pixel tiles enough for the cores, stride 1 and a long reduction", values=(1, 2), grid=()),
+)
 
 register(Rule("pointwise", ("nn.conv",), "1x1 convolution as a GEMM vectorized along the pixels, packed weights",
-              pw_applies, pw_defaults, pw_apply, pw_packings, profitable=pw_profitable, lower=pw_lower, grid=pw_grid,
-              packed_by=("tile_m",), stage_16bit=(1,)))
+              pw_applies, pw_defaults, pw_apply, pw_packings, profitable=pw_profitable, lower=pw_lower,
+              params=PARAMS, check=pw_check, tiles=pw_tiles, stage_16bit=(1,)))

@@ -237,3 +237,41 @@ def tensorize_blocks(sch: Schedule, block, op, rows: int, cols: int, v: int, int
     lead_a, lead_c = len(op.operands[0].type.shape) - 2, len(op.results[0].type.shape) - 2
     sch.tensorize(ii, intrinsic(reduction, lead_a, lead_c))
     return blocks_under(sch, outer)
+
+
+def tile_epilogue(sch: Schedule, block, at_loop, v: int, channels_last: bool = False) -> None:
+    """Cache the block's output in registers at ``at_loop`` and run its
+    epilogue there. ``channels_last``: the accumulators are laid out
+    (n, h, w, k), so that a vector of output channels is contiguous."""
+    epi = epilogue_of(sch, block)
+    local = sch.cache_write(block, 0, "local")
+    if channels_last:
+        sch.transform_layout(block, ("write", 0), lambda n, k, h, w: (n, h, w, k))
+    sch.reverse_compute_at(local, at_loop)
+    tail = local
+    if epi is not None:
+        try:
+            sch.reverse_compute_inline(epi)
+        except Exception:  # noqa: BLE001 (ScheduleError): its own stage at the tile
+            tail = epi if place_at(sch, epi, at_loop) else local
+    for stage in {local, tail}:
+        last = sch.get_loops(stage)[-1]
+        n = extent(sch, last)
+        if n > 1:
+            if n > v and n % v == 0:
+                _, last = sch.split(last, [None, v])
+            sch.vectorize(last)
+
+
+def run_tasks(sch: Schedule, block, lead, reduce_at) -> set[str]:
+    """The tail of the direct convolutions' schedules (``conv2d``,
+    ``blocked``): the ``lead`` loops fused into one parallel loop of tasks,
+    the reduction's init split off at ``reduce_at`` and vectorized. Returns
+    the blocks the tasks hold."""
+    outer = sch.fuse(*lead)
+    sch.parallel(outer)
+    sch.decompose_reduction(block, reduce_at)
+    for b in sch.get_child_blocks(outer):
+        if sch.get(b).name_hint.endswith("_init"):
+            sch.vectorize(sch.get_loops(b)[-1])
+    return blocks_under(sch, outer)

@@ -7,7 +7,7 @@ stage, nothing inlined, weights in their original layout), a braze
 ``num_cores``). It changes ``sch`` in place (or returns another Schedule).
 The helpers the built-in rules use are in ``schedules.tir`` (``inline``,
 ``anchors``), ``schedules.generic`` (``schedule_generic``) and
-``schedules.rule`` (``lanes`` and the rest of the machine model).
+``schedules.machine`` (``lanes`` and the rest of the machine model).
 
 A pin names it as ``"FILE.py:FUNC"`` (``braze schedule --fn``, a pins
 file's ``"function"``) or, from Python, as the function itself.

@@ -43,7 +43,8 @@ from tvm import te
 
 from ..kernel import Packing
 from .intrinsics_int8 import QUAD, int8_block, pack_panels, panel_index, panel_shape
-from .rule import Rule, lanes, register, registers, weight_param
+from .machine import lanes, registers
+from .rule import Param, Rule, register, weight_param
 from .tir import pad_rows, tensorize_blocks
 
 #: rows of a register block at most (as dpbf16's)
@@ -107,13 +108,19 @@ def _block(form: str, op, target) -> tuple[int, int]:
     return min(rows, max(2, m)), vectors
 
 
-def _params(form: str, op, target, params) -> tuple[int, int]:
-    rows, vectors = int(params["rows"]), int(params["vectors"])
+def _check(op, target, params) -> str | None:
     n, width = op.results[0].type.shape[-1], lanes(target)
-    if rows < 2 or vectors < 1 or n % (vectors * width):
-        raise ValueError(f"an int8 block needs rows >= 2 and {width} * vectors dividing the {n} columns, "
-                         f"got rows={rows}, vectors={vectors}")
-    return rows, vectors
+    if n % (params["vectors"] * width):
+        return f"{width} x vectors must divide the {n} columns, got vectors={params['vectors']}"
+    return None
+
+
+PARAMS = (
+    Param("rows", "rows of the register block", f"the most (at most {MAX_ROWS}) whose block fits the registers",
+          low=2, grid=()),
+    Param("vectors", "vectors of columns of the register block",
+          "3, 2 or 1 dividing the columns, the one with the most accumulators", grid=()),
+)
 
 
 def _packings(form: str, op, kernel, target) -> dict:
@@ -132,10 +139,11 @@ def _packings(form: str, op, kernel, target) -> dict:
     return {index: Packing(f"int8-{form}-{width}", shape, pack, unpack)}
 
 
-def _grid(form: str, op, target, defaults) -> list[dict]:
+def _tiles(form: str, op, target) -> list[dict]:
+    """Blocks of 2 to 8 rows by 1 to 4 vectors that divide the columns and fit the registers."""
     n, width = op.results[0].type.shape[-1], lanes(target)
     return [{"rows": r, "vectors": v} for v in (1, 2, 3, 4) if n % (v * width) == 0 for r in (2, 3, 4, 6, 8)
-            if _live(form, r, v) <= registers(target) and {"rows": r, "vectors": v} != defaults]
+            if _live(form, r, v) <= registers(target)]
 
 
 def _rule(name: str, form: str, available, doc: str) -> Rule:
@@ -153,10 +161,10 @@ def _rule(name: str, form: str, available, doc: str) -> Rule:
 
     def prepare(sch, block, op, target, params) -> None:
         """Rows that do not fill the last block: the row space padded to a multiple of ``rows``."""
-        pad_rows(sch, block, op, _params(form, op, target, params)[0])
+        pad_rows(sch, block, op, int(params["rows"]))
 
     def apply(sch, block, op, target, params) -> set[str]:
-        rows, vectors = _params(form, op, target, params)
+        rows, vectors = int(params["rows"]), int(params["vectors"])
         width = lanes(target)
 
         def intrinsic(k: int, lead_a: int, lead_c: int) -> str:
@@ -164,10 +172,12 @@ def _rule(name: str, form: str, available, doc: str) -> Rule:
 
         return tensorize_blocks(sch, block, op, rows, vectors * width, width, intrinsic)
 
-    def grid(op, target, defaults) -> list[dict]:
-        return _grid(form, op, target, defaults)
+    def tiles(op, target, defaults) -> list[dict]:
+        """Blocks of 2 to 8 rows by 1 to 4 vectors that divide the columns and fit the registers."""
+        return _tiles(form, op, target)
 
-    return Rule(name, ("nn.matmul",), doc, applies, defaults, apply, packings, prepare, grid=grid, integer=True)
+    return Rule(name, ("nn.matmul",), doc, applies, defaults, apply, packings, prepare, params=PARAMS, check=_check,
+                tiles=tiles, integer=True)
 
 
 register(_rule("vnni", "vpdpbusd", has_vnni,

@@ -40,7 +40,8 @@ from ...ir.ops.layout import blocked_depthwise
 from ..kernel import Packing
 from . import blocked
 from .intrinsics_conv8 import GROUPS, int8_conv_vector
-from .rule import Rule, divisor_at_most, lanes, register, registers, weight_param
+from .machine import divisor_at_most, lanes, registers
+from .rule import Rule, register, weight_param
 from .vnni import has_pmaddwd, has_vnni
 
 
@@ -54,24 +55,24 @@ def _applies(form: str, op, kernel, target) -> bool:
             and weight_param(op, kernel) is not None)
 
 
+#: the share of the registers a ``pmaddwd`` tile may hold with 16 of them
+#: (AVX2): its step widens each pair it broadcasts and keeps its products
+#: apart from the accumulators, and a larger tile spills them to the stack
+PMADDWD_TILE_SHARE = 4
+#: registers from which a ``pmaddwd`` tile takes ``blocked``'s size (AVX-512's 32)
+PMADDWD_FULL_REGISTERS = 32
+
+
 def _defaults(form: str, op, kernel, target) -> dict | None:
-    """The ``blocked`` rule's tile, with the loop order (rows outside when
-    the weights sit in half of L2 and the input is the larger) and the K
-    blocks weighed in bytes of int8 weights and uint8 inputs. The
-    ``pmaddwd`` step widens each pair it broadcasts and keeps its products
-    apart from the accumulators: with 16 registers (AVX2), a tile of more
-    than a quarter of them spilled accumulators to the stack, so the tile
-    is cut to that there."""
+    """The ``blocked`` rule's parameters (its loop order and K blocks weigh
+    the real bytes of int8 weights and uint8 inputs); a ``pmaddwd`` tile
+    cut to a quarter of AVX2's registers."""
     params = blocked.blocked_defaults(op, kernel, target)
     if params is None:
         return None
-    if form == "pmaddwd" and registers(target) < 32:
+    if form == "pmaddwd" and registers(target) < PMADDWD_FULL_REGISTERS:
         ow, tile_k = op.results[0].type.shape[3], int(params["tile_k"])
-        params["tile_w"] = divisor_at_most(ow, max(1, registers(target) // 4 // tile_k))
-    weights, inputs = int(np.prod(op.operands[1].type.shape)), int(np.prod(op.operands[0].type.shape))
-    l2 = getattr(target, "l2_bytes", 1 << 20)
-    params["order"] = 2 if weights <= l2 // 2 and weights < inputs else 1
-    params["block_c"] = blocked._block_c(op, target, params)
+        params["tile_w"] = divisor_at_most(ow, max(1, registers(target) // PMADDWD_TILE_SHARE // tile_k))
     return params
 
 
@@ -94,14 +95,16 @@ def _packings(form: str, op, kernel, target) -> dict:
     return {index: Packing(f"conv-int8-{form}-{bi}x{b}", (m // b, cg // bi, r, s, bi // g, b, g), pack, unpack)}
 
 
-def _apply(form: str, sch, block, op, target, params) -> set[str]:
+def _check(op, target, params) -> str | None:
+    """A partial tile's guard would sit between the vector and its group: no intrinsic matches it."""
     _, kb, _, ow, _ = op.results[0].type.shape
-    if int(params.get("pad", 1)) != 1:
-        raise ValueError(f"{form} convs read a padded copy of the input (pad 1): a guarded read is no word")
-    if kb % int(params["tile_k"]) or ow % int(params["tile_w"]):
-        # a partial tile's guard would sit between the vector and its group: no intrinsic matches it
-        raise ValueError(f"{form} convs need tile_k dividing the {kb} channel blocks and tile_w the {ow} columns, "
-                         f"got tile_k={params['tile_k']}, tile_w={params['tile_w']}")
+    if kb % params["tile_k"] or ow % params["tile_w"]:
+        return (f"tile_k must divide the {kb} channel blocks and tile_w the {ow} columns, "
+                f"got tile_k={params['tile_k']}, tile_w={params['tile_w']}")
+    return None
+
+
+def _apply(form: str, sch, block, op, target, params) -> set[str]:
     vector = int8_conv_vector(form, lanes(target), 5, 7, len(op.results[0].type.shape))
     return blocked.blocked_apply(sch, block, op, target, params, pairs=vector, group=GROUPS[form])
 
@@ -121,13 +124,14 @@ def _rule(name: str, form: str, available) -> Rule:
     def apply(sch, block, op, target, params) -> set[str]:
         return _apply(form, sch, block, op, target, params)
 
-    def grid(op, target, defaults) -> list[dict]:
+    def tiles(op, target, defaults) -> list[dict]:
+        """``blocked``'s tiles that divide the channel blocks and the row."""
         kb, ow = op.results[0].type.shape[1], op.results[0].type.shape[3]
-        return [g for g in blocked.blocked_grid(op, target, defaults)
-                if g.get("pad", 1) == 1 and kb % g["tile_k"] == 0 and ow % g["tile_w"] == 0]
+        return [t for t in blocked.blocked_tiles(op, target, defaults) if kb % t["tile_k"] == 0 and ow % t["tile_w"] == 0]
 
     doc = __doc__.split("\n\n")[0]
-    return Rule(name, ("nn.conv_blocked",), doc, applies, defaults, apply, packings, grid=grid, integer=True)
+    return Rule(name, ("nn.conv_blocked",), doc, applies, defaults, apply, packings, params=blocked.PADDED_COPY_PARAMS, check=_check,
+                tiles=tiles, integer=True)
 
 
 register(_rule("vnni_conv", "vpdpbusd", has_vnni))

@@ -26,13 +26,11 @@ and packed as ``U[(m+2)^2, K / tile_k, C, tile_k]``. Tasks are (channel
 block, row of tiles): a task's weights stay in L2 while the rows of
 transformed input stream past.
 
-Rounding grows with the tile (measured: 5e-6 of the output's scale on a
-64-channel layer with F(4, 3), 2e-6 on a 256-channel one with F(2, 3),
-against about 2e-7 direct), well inside the 1e-4 that braze checks models
-to. The rule is taken by default only on maps of at least ``_MIN_TILES``
-tiles: on smaller maps the transformed weights (4x or 1.8x the originals)
-cost more memory traffic than the multiplications they save (measured in
-ResNet-50, docs/schedules.md).
+Rounding grows with the tile (a few 1e-6 of the output's scale, against
+about 2e-7 direct), well inside the 1e-4 that braze checks models to. The
+rule is taken by default only on maps of at least ``_MIN_TILES`` tiles: on
+smaller maps the transformed weights (4x or 1.8x the originals) cost more
+memory traffic than the multiplications they save.
 """
 
 from __future__ import annotations
@@ -44,7 +42,8 @@ from ...ir.registry import lookup
 from ..kernel import Packing
 from ..lowerings.conv import _add_bias
 from ..registry import anchor_attrs
-from .rule import FLOAT32_MATH, Rule, accumulators, divisor_at_most, lanes, pick_tile, register, weight_param, wide
+from .machine import FLOAT32_MATH, accumulators, divisor_at_most, lanes, pick_tile, wide
+from .rule import Param, Rule, register, weight_param
 from .tir import blocks_under, epilogue_of, extent
 
 #: F(m, 3) for each output tile size m: B^T (input transform), G (weight
@@ -67,9 +66,11 @@ _MIN_TILES = 49
 #: F(4, 3) with float32 transformed weights (see ``packings``) rather than
 #: F(2, 3) with 16-bit ones: 4.5x the weight bytes ((36 x 4) / (16 x 2)) for
 #: 0.56x the multiplications. From 56 x 56 up, the bytes added are at most
-#: 1 per 49 multiplications saved; resnet50's and yolov8n's 16-bit builds
-#: keep half of float32's weight bytes (docs/schedules.md, "16-bit kernels")
+#: 1 per 49 multiplications saved (docs/schedules.md, "16-bit kernels")
 _WIDE_U_OUTPUTS = 56 * 56
+#: the least C*K/(C+K) (input and output channels) at which the GEMM
+#: outweighs the transforms: 32 channels in and out
+_MIN_GEMM_CHANNELS = 16
 
 
 def _tiles(op, m: int) -> tuple[int, int]:
@@ -113,7 +114,7 @@ def profitable(op, kernel, target) -> bool:
     cost less than the multiplications saved, and enough channels that the
     GEMM outweighs the transforms (C*K/(C+K) >= 16: 32 in and out)."""
     k, c = op.operands[1].type.shape[:2]
-    return _tile(op) is not None and c * k >= 16 * (c + k)
+    return _tile(op) is not None and c * k >= _MIN_GEMM_CHANNELS * (c + k)
 
 
 def defaults(op, kernel, target) -> dict | None:
@@ -132,11 +133,14 @@ def defaults(op, kernel, target) -> dict | None:
     return pick_tile(candidates, target)
 
 
-def _tile_param(params) -> int:
-    m = int(params.get("tile", 4))
-    if m not in MATRICES:
-        raise ValueError(f"winograd tile must be one of {sorted(MATRICES)} (outputs per side), got {m}")
-    return m
+def check(op, target, params) -> str | None:
+    k, kt = _out_channels(op), params["tile_k"]
+    if k % kt:
+        return f"tile_k must divide the {k} output channels, got {kt}"
+    block = op.results[0].type.shape[4] if _blocked(op) else 1
+    if kt % block:
+        return f"tile_k must be a multiple of the layout's block ({block}) in a blocked conv, got {kt}"
+    return None
 
 
 def transform_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
@@ -150,11 +154,7 @@ def transform_weights(w: np.ndarray, m: int = 4) -> np.ndarray:
 def packings(op, kernel, target, params) -> dict:
     index = weight_param(op, kernel)
     k, c = op.operands[1].type.shape[:2]
-    kt, m = int(params["tile_k"]), _tile_param(params)
-    if index is None:
-        raise ValueError("winograd needs a constant weight (it transforms it at compile time)")
-    if kt < 1 or k % kt:
-        raise ValueError(f"winograd tile_k must divide the {k} output channels, got {kt}")
+    kt, m = int(params["tile_k"]), int(params["tile"])
     alpha = m + 2
 
     def pack(w: np.ndarray) -> np.ndarray:
@@ -163,8 +163,7 @@ def packings(op, kernel, target, params) -> dict:
 
     # No unpack: only this rule's lowering reads the transformed weights.
     # F(4, 3)'s U is float32 whatever the conv's dtype: its output transform
-    # (coefficients up to 8) amplifies a 16-bit U's rounding (it doubled
-    # resnet50's float16 error). F(2, 3)'s (coefficients 0 and +-1) keeps
+    # (coefficients up to 8) amplifies a 16-bit U's rounding. F(2, 3)'s (coefficients 0 and +-1) keeps
     # the conv's dtype: its error is the direct conv's, in 1.8x the bytes.
     stored = "f32" if m == 4 else None
     return {index: Packing(f"winograd-f{m}x3-{kt}", (alpha * alpha, k // kt, c, kt), pack, None, stored)}
@@ -254,7 +253,7 @@ def lower(x, u, bias=None, *, strides, pads, dilations, group, kt: int, m: int =
 
 
 def lowering(op, params):
-    kt, m = int(params["tile_k"]), _tile_param(params)
+    kt, m = int(params["tile_k"]), int(params["tile"])
 
     def fn(x, u, bias=None, **attrs):
         return lower(x, u, bias, kt=kt, m=m, **attrs)
@@ -271,7 +270,7 @@ def _next(sch, block, prefix: str, upstream: bool = True):
 
 
 def apply(sch, block, op, target, params) -> set[str]:
-    tile_k, tile_t, m = int(params["tile_k"]), int(params["tile_t"]), _tile_param(params)
+    tile_k, tile_t, m = int(params["tile_k"]), int(params["tile_t"]), int(params["tile"])
     v = min(lanes(target), tile_k)
     done: set[str] = set()
 
@@ -314,9 +313,6 @@ def apply(sch, block, op, target, params) -> set[str]:
             pass
     if len(sch.get_loops(out)) == 5:  # blocked: (n, channel blocks, y, x, channels of a block)
         b, kob, y, xx, kl = sch.get_loops(out)
-        if tile_k % extent(sch, kl):
-            raise ValueError(f"winograd tile_k must be a multiple of the layout's block ({extent(sch, kl)}) "
-                             f"in a blocked conv, got {tile_k}")
         ko, oo = sch.split(kob, [None, tile_k // extent(sch, kl)])
         ov = kl
     else:
@@ -325,9 +321,7 @@ def apply(sch, block, op, target, params) -> set[str]:
         oo, ov = sch.split(oi, [None, v])
     ty, yi = sch.split(y, [None, m])
     tx, j = sch.split(xx, [None, m])
-    order = int(params.get("order", 1))
-    if order not in (1, 2):
-        raise ValueError(f"winograd order must be 1 (channel blocks outside) or 2 (rows of tiles outside), got {order}")
+    order = int(params["order"])
     lead = [ko, b, ty] if order == 1 else [b, ty, ko]
     sch.reorder(*lead, yi, tx, j, oo, ov)
     outer = sch.fuse(*lead)
@@ -363,15 +357,26 @@ def _vector_split(sch, loop, v):
     return None, loop
 
 
-def grid(op, target, defaults) -> list[dict]:
-    # tiles per row for the default tile size (4x4 outputs, or 2x2 on smaller maps)
-    k, tiles = _out_channels(op), -(-op.results[0].type.shape[3] // int(defaults.get("tile", 4)))
+def tiles(op, target, defaults) -> list[dict]:
+    """1 and 2 vectors of channels by 2, 4 and 8 tiles (or the divisors of a row's tiles under them)."""
+    k, row = _out_channels(op), -(-op.results[0].type.shape[3] // int(defaults["tile"]))
     v = lanes(target)
-    return [{"tile_k": tk, "tile_t": divisor_at_most(tiles, b)} for tk in (v, 2 * v) if k % tk == 0
+    return [{"tile_k": tk, "tile_t": divisor_at_most(row, b)} for tk in (v, 2 * v) if k % tk == 0
             for b in (2, 4, 8)]
 
 
+PARAMS = (
+    Param("tile", "outputs per side of a Winograd tile: F(tile x tile, 3x3)",
+          f"4, or 2 where 4x4 tiles are fewer than {_MIN_TILES} (16-bit: under 56x56 outputs)",
+          values=tuple(sorted(MATRICES)), packs=True, grid=()),
+    Param("tile_k", "output channels of the GEMM's register tile (and of a packed weight block)",
+          "2 or 1 vectors that divide the channels, the first with accumulators enough", packs=True, grid=()),
+    Param("tile_t", "tiles of a row the GEMM's register tile takes",
+          "the most that divide a row's tiles and fit the registers", grid=()),
+    Param("order", "1: channel blocks outside; 2: rows of tiles outside", 1, values=(1, 2), grid=(1, 2)),
+)
+
 register(Rule("winograd", ("nn.conv", "nn.conv_blocked"),
               "3x3 stride-1 convolution by Winograd F(4x4, 3x3), packed transformed "
-              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering, grid=grid,
-              packed_by=("tile_k", "tile")))
+              "weights", applies, defaults, apply, packings, profitable=profitable, lower=lowering,
+              params=PARAMS, check=check, tiles=tiles))

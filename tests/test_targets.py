@@ -63,6 +63,14 @@ def test_the_families_build_for_the_right_kind():
     assert get_target("cpu", threads=3).num_cores == 3
 
 
+def test_a_cuda_artifact_asks_no_more_of_the_host_cpu_than_its_architecture():
+    from braze.targets.isa import requirements
+
+    # the GPU server's CPU is not this one: host code for the baseline, no ISA features required
+    assert requirements(get_target("cuda-sm90"))["features"] == []
+    assert get_target("cuda-sm80").mcpu in ("x86-64", "generic")
+
+
 @pytest.mark.parametrize("edit, field", [
     (lambda d: d["npu"].update(ub_size="big"), "npu.ub_size"),
     (lambda d: d["npu"].update(ub_size=-4), "npu.ub_size"),
@@ -249,7 +257,7 @@ def test_bind_spatial_schedules_what_dlight_does_not():
     from tvm import te
 
     from braze.codegen import gpu
-    from braze.codegen.target import tvm_target
+    from braze.codegen.tvm_target import tvm_target
 
     target = get_target("cuda-sm80")
     x = te.placeholder((3, 1000), name="x")

@@ -19,11 +19,12 @@ functional emulator), so those are the host's; its chip is ``npu``.
 from __future__ import annotations
 
 import json
+import platform
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from ..errors import TargetError
-from . import detect
+from . import detect, isa
 from .descriptor import DETECT, FAMILIES, CpuSpec, CudaSpec, NpuSpec, parse_descriptor
 
 HERE = Path(__file__).parent
@@ -102,10 +103,6 @@ class Target:
         """The architecture the CPU code runs on: ``x86_64``, ``aarch64``..."""
         return detect.arch(self.mtriple or None)
 
-    @property
-    def is_gpu(self) -> bool:
-        return self.kind == "cuda"
-
 
 # --- loading -------------------------------------------------------------------------
 def available() -> list[str]:
@@ -141,6 +138,11 @@ def read_descriptor(spec: str) -> tuple[dict, str]:
         raise TargetError(f"target file {where}: not valid JSON ({e})") from None
 
 
+#: The LLVM CPU a CUDA artifact's host code is built for, by this machine's
+#: architecture: the baseline, so that any GPU server of that architecture runs it.
+CUDA_HOST_CPU = {"x86_64": "x86-64", "AMD64": "x86-64", "aarch64": "generic", "arm64": "generic"}
+
+
 def from_descriptor(data: dict, where: str = "<descriptor>", threads: int | None = None) -> Target:
     """A Target from descriptor JSON; TargetError naming the bad field."""
     name, family, description, section = parse_descriptor(data, where)
@@ -153,10 +155,12 @@ def from_descriptor(data: dict, where: str = "<descriptor>", threads: int | None
         return Target(kind="llvm", **common, **found)
     if family == "cuda":
         gpu = CudaSpec(**section)
-        # Kernels run on the GPU; host code on the CPU. The sizes are the GPU's:
-        # a warp of 32-bit lanes, shared memory as the closest level, its L2.
-        return Target(kind="cuda", mcpu=host["mcpu"], num_cores=gpu.sm_count,
-                      vector_bits=32 * gpu.warp_size, vector_registers=host["vector_registers"],
+        # Kernels run on the GPU; host code (the VM, the launches) on the GPU
+        # machine's CPU, which need not be this one: the ISA's baseline. The
+        # sizes are the GPU's: a warp of 32-bit lanes, shared memory as the
+        # closest level, its L2.
+        return Target(kind="cuda", mcpu=CUDA_HOST_CPU.get(platform.machine(), "generic"), num_cores=gpu.sm_count,
+                      vector_bits=32 * gpu.warp_size, vector_registers=16,
                       l1d_bytes=gpu.max_shared_memory_per_block,
                       l2_bytes=gpu.l2_bytes, l3_bytes=0, cuda=gpu, **common)
     # An Ascend-like target runs as a functional emulator on the host: kernels
@@ -166,6 +170,7 @@ def from_descriptor(data: dict, where: str = "<descriptor>", threads: int | None
 
 def _host(threads: int | None) -> dict:
     found = detect.host()
+    found["mattr"] = isa.host_mattr(found["mcpu"])
     if threads:
         found["num_cores"] = threads
     return found
@@ -212,14 +217,12 @@ def mismatch(built: dict, requires: dict | None = None) -> str | None:
     ``target``) that ``requires`` an ISA (the manifest's ``requires``), as
     "(what it needs), what this machine is"; None if it can. Without
     ``requires`` (an older manifest) the CPU must be the one it was built for."""
-    from .isa import missing
-
     host = detect.llvm_cpu()
     kind = built.get("kind")
     if kind not in ("llvm", "cuda"):
         return f"({kind} {built.get('mcpu')}), this machine is llvm {host}"
     if requires is not None:
-        problem = missing(requires)
+        problem = isa.missing(requires)
         if problem:
             return problem
     elif built.get("mcpu") != host:
@@ -234,11 +237,28 @@ def mismatch(built: dict, requires: dict | None = None) -> str | None:
     return None
 
 
+def fitting_targets() -> list[str]:
+    """The built-in portable CPU targets this machine runs, widest first."""
+    fits = []
+    for name in available():
+        target = get_target(name)
+        if target.family == "cpu" and name != "cpu" and isa.missing(isa.requirements(target)) is None:
+            fits.append((target.vector_bits, name))
+    return [name for _, name in sorted(fits, reverse=True)]
+
+
+def advice() -> str:
+    """What to do about an artifact this machine cannot run."""
+    portable = fitting_targets()
+    choices = (f"`--target {portable[0]}` (portable) or " if portable else "") + "`--target cpu` (this machine)"
+    return f"rebuild it with `braze compile` for a target this machine runs: {choices}"
+
+
 def _runs_on(built: str, have: str) -> bool:
     """Compiled GPU code runs on the same major compute capability, same or newer minor."""
     b, h = built[3:].rstrip("abf"), have[3:].rstrip("abf")
     return b[:-1] == h[:-1] and h[-1:] >= b[-1:]
 
 
-__all__ = ["CpuSpec", "CudaSpec", "NpuSpec", "Target", "available", "from_descriptor", "get_target",
-           "host_cpu", "mismatch", "read_descriptor"]
+__all__ = ["CpuSpec", "CudaSpec", "NpuSpec", "Target", "advice", "available", "fitting_targets",
+           "from_descriptor", "get_target", "host_cpu", "mismatch", "read_descriptor"]

@@ -10,7 +10,7 @@ and threads, each timed alone in its own worker processes (braze.timing, as
   stages    the same attention as opset-17 exports write it (Reshape,
             Transpose, MatMul, scale, Softmax, MatMul, Transpose, Reshape),
             compiled at level 2: the scores go through memory between kernels
-  ort       onnxruntime on the opset-23 model (its Attention kernel)
+  onnxruntime  onnxruntime on the opset-23 model (its Attention kernel)
 
 and reports medians, per-phase ranges, ratios, GFLOP/s (4 * H * S^2 * 64)
 with their share of the FMA peak (benchmarks/gemm.py's FMA loop), and the
@@ -18,13 +18,17 @@ flash kernel's workspace (every buffer it allocates) beside the S x S
 scores the stages write. ``--self-check`` adds the flash engine against
 itself (the method's control, 1.00).
 
-    python benchmarks/attention.py [--seqs 128,512,1500,4096] [--heads 6] [--threads 2] [--out attention-out]
+    python benchmarks/attention.py [--seqs 128,512,1500,4096] [--heads 6] [--threads 2] [--target cpu]
 
 With ``--models DIR --names a,b`` it times whole models instead: each
 ``DIR/NAME.onnx`` compiled at every ``--levels`` level and onnxruntime on
-the same file, all in one rotation, checked against ``NAME.ref.npz``
-(inputs from ``NAME.inputs.npz``), with each level's ratio to level 2 and
-to onnxruntime.
+the same file, all in one rotation per model, checked against
+``NAME.ref.npz`` (inputs from ``NAME.inputs.npz``), with each level's ratio
+to level 2 and to onnxruntime (``--self-check``: onnxruntime against itself).
+
+Writes benchmarks/results/<cpu>-<isa>/attention-kernel.json, or
+attention-models.json with ``--models`` (``-TARGET`` added for a target
+other than ``cpu``; ``--out DIR`` elsewhere), and prints the table.
 """
 
 from __future__ import annotations
@@ -33,7 +37,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -108,27 +111,25 @@ def row(seq: int, heads: int, threads: int, repeat: int, work: Path, self_check:
     params = next(iter(kernel["schedule_params"].values()))
     engines = [Engine("braze", str(work / f"flash-{seq}.braze"), "flash"),
                Engine("braze", str(work / f"stages-{seq}.braze"), "stages"),
-               Engine(ORT, paths["flash"][0], "ort")]
+               Engine(ORT, paths["flash"][0], "onnxruntime")]
     if self_check:
         engines.append(Engine("braze", str(work / f"flash-{seq}.braze"), "flash#2"))
     timing = time_alone(engines, inputs, threads, phases=10, runs=max(1, -(-repeat // 10)), warmup=2, processes=2)
     flop = 4 * heads * seq * seq * HEAD
     ms = {e.label: timing.engines[e.label].median_ms for e in engines}
-    out = {"seq": seq, "heads": heads, "flop": flop, "flash_params": params,
-           "stage_kernels": len(paths["stages"][1].kernels), "ms": ms,
-           "flash_vs_stages": timing.ratio("flash", "stages").to_dict(),
-           "flash_vs_ort": timing.ratio("flash", "ort").to_dict(),
-           "gflops": {k: flop / v / 1e6 for k, v in ms.items()},
-           "flash_workspace_bytes": workspace_bytes(params, seq, heads, get_target(target, threads=threads)),
-           "scores_bytes": heads * seq * seq * 4}
-    if self_check:
-        out["control"] = timing.ratio("flash", "flash#2").to_dict()
-    return out
+    return {"name": f"{seq} tokens", "seq": seq, "heads": heads, "flop": flop, "ms": ms,
+            "ratios": {"flash / stages": timing.ratio("flash", "stages").to_dict(),
+                       "flash / onnxruntime": timing.ratio("flash", "onnxruntime").to_dict()},
+            "control": timing.ratio("flash", "flash#2").to_dict() if self_check else None,
+            "gflops": {k: flop / v / 1e6 for k, v in ms.items()}, "flash_params": params,
+            "stage_kernels": len(paths["stages"][1].kernels),
+            "flash_workspace_bytes": workspace_bytes(params, seq, heads, get_target(target, threads=threads)),
+            "scores_bytes": heads * seq * seq * 4}
 
 
 def model_row(onnx_path: Path, levels: list[int], threads: int, repeat: int, work: Path, self_check: bool,
-              target: str = "cpu") -> dict:
-    """One model at several levels and onnxruntime, one rotation."""
+              target: str = "cpu") -> list[dict]:
+    """One model at several levels and onnxruntime, one rotation: a row per level."""
     from braze.compiler import compile as braze_compile
     from braze.measure import ORT, compare
     from braze.timing import Engine, time_alone
@@ -136,48 +137,29 @@ def model_row(onnx_path: Path, levels: list[int], threads: int, repeat: int, wor
     name = onnx_path.stem
     inputs = dict(np.load(onnx_path.with_name(f"{name}.inputs.npz")))
     ref = dict(np.load(onnx_path.with_name(f"{name}.ref.npz")))
-    engines, out = [], {"model": name, "levels": {}}
+    engines, rows = [], []
     for level in levels:
         artifact = braze_compile(str(onnx_path), target=target, level=level, threads=threads, cache_dir=None)
         worst = max(e.max_rel for e in compare(artifact.run(inputs), ref))
         path = work / f"{name}-l{level}.braze"
         artifact.save(str(path))
-        out["levels"][level] = {"kernels": len(artifact.kernels), "max_rel": worst,
-                                "flash_kernels": sum(k.get("schedule") == "flash" for k in artifact.kernels)}
+        rows.append({"name": name, "level": level, "kernels": len(artifact.kernels), "max_rel": worst,
+                     "flash_kernels": sum(k.get("schedule") == "flash" for k in artifact.kernels)})
         engines.append(Engine("braze", str(path), f"level{level}"))
         del artifact
-    engines.append(Engine(ORT, str(onnx_path), "ort"))
+    engines.append(Engine(ORT, str(onnx_path), "onnxruntime"))
     if self_check:
-        engines.append(Engine(ORT, str(onnx_path), "ort#2"))
+        engines.append(Engine(ORT, str(onnx_path), "onnxruntime#2"))
     timing = time_alone(engines, inputs, threads, phases=10, runs=max(1, -(-repeat // 10)), warmup=2, processes=2)
-    for level in levels:
-        entry = out["levels"][level]
-        entry["ms"] = timing.engines[f"level{level}"].median_ms
-        entry["vs_ort"] = timing.ratio(f"level{level}", "ort").to_dict()
+    control = timing.ratio("onnxruntime", "onnxruntime#2").to_dict() if self_check else None
+    for row in rows:
+        engine = f"level{row['level']}"
+        row["ms"] = {"braze": timing.engines[engine].median_ms, "onnxruntime": timing.engines["onnxruntime"].median_ms}
+        row["ratios"] = {"braze / onnxruntime": timing.ratio(engine, "onnxruntime").to_dict()}
         if 2 in levels:
-            entry["vs_level2"] = timing.ratio(f"level{level}", "level2").to_dict()
-    out["ort_ms"] = timing.engines["ort"].median_ms
-    if self_check:
-        out["control"] = timing.ratio("ort", "ort#2").to_dict()
-    return out
-
-
-def models_markdown(report: dict) -> str:
-    host = report["host"]
-    lines = [f"Models, {report['threads']} threads; {host['cpu']} ({host['llvm_cpu']}, {host['isa']}); "
-             f"commit {report['commit']}", "",
-             "| model | level | kernels (flash) | max rel err | braze ms | ort ms | / level 2 | / onnxruntime |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in report["models"]:
-        for level, e in r["levels"].items():
-            l2 = e.get("vs_level2")
-            l2 = f"{l2['ratio']:.2f} ({l2['ratio_min']:.2f}-{l2['ratio_max']:.2f})" if l2 else "-"
-            o = e["vs_ort"]
-            lines.append(f"| {r['model']} | {level} | {e['kernels']} ({e['flash_kernels']}) | {e['max_rel']:.1e} "
-                         f"| {e['ms']:.1f} | {r['ort_ms']:.1f} | {l2} | {o['ratio']:.2f} ({o['ratio_min']:.2f}-{o['ratio_max']:.2f}) |")
-        if "control" in r:
-            lines.append(f"| {r['model']} | control: onnxruntime / itself | | | | | | {r['control']['ratio']:.2f} |")
-    return "\n".join(lines)
+            row["ratios"]["braze / level 2"] = timing.ratio(engine, "level2").to_dict()
+        row["control"] = control
+    return rows
 
 
 def fma_peak_gflops(threads: int, target: str = "cpu") -> float | None:
@@ -191,20 +173,17 @@ def fma_peak_gflops(threads: int, target: str = "cpu") -> float | None:
         return None
 
 
-def markdown(report: dict) -> str:
-    peak = report.get("fma_peak_gflops")
-    host = report['host']
-    lines = [f"Attention alone, {report['heads']} heads x {HEAD}, {report['threads']} threads, target "
-             f"{report.get('target', 'cpu')}; {host['cpu']} ({host['llvm_cpu']}, {host['isa']})",
-             f"commit {report['commit']}; FMA peak {peak:.0f} GFLOP/s" if peak else f"commit {report['commit']}", "",
-             "| tokens | flash ms | stages ms | ort ms | flash / stages | flash / ort | flash GFLOP/s (% peak) "
-             "| flash workspace | S x S scores |", "|---|---|---|---|---|---|---|---|---|"]
-    for r in report["rows"]:
+def markdown(doc: dict) -> str:
+    """The kernel table, with milliseconds, GFLOP/s and workspace beside the ratios."""
+    peak = doc.get("fma_peak_gflops")
+    lines = ["| tokens | flash ms | stages ms | onnxruntime ms | flash / stages | flash / onnxruntime "
+             "| flash GFLOP/s (% FMA peak) | flash workspace | S x S scores |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in doc["rows"]:
         g = r["gflops"]["flash"]
         share = f" ({100 * g / peak:.0f}%)" if peak else ""
-        lines.append(f"| {r['seq']} | {r['ms']['flash']:.2f} | {r['ms']['stages']:.2f} | {r['ms']['ort']:.2f} "
-                     f"| {r['flash_vs_stages']['ratio']:.2f} | {r['flash_vs_ort']['ratio']:.2f} | {g:.0f}{share} "
-                     f"| {r['flash_workspace_bytes'] / 2**20:.1f} MiB | {r['scores_bytes'] / 2**20:.1f} MiB |")
+        lines.append(f"| {r['seq']} | {r['ms']['flash']:.2f} | {r['ms']['stages']:.2f} | {r['ms']['onnxruntime']:.2f} "
+                     f"| {r['ratios']['flash / stages']['ratio']:.2f} | {r['ratios']['flash / onnxruntime']['ratio']:.2f} "
+                     f"| {g:.0f}{share} | {r['flash_workspace_bytes'] / 2**20:.1f} MiB | {r['scores_bytes'] / 2**20:.1f} MiB |")
     return "\n".join(lines)
 
 
@@ -215,45 +194,42 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--target", default="cpu", help="braze's target (cpu, cpu-avx2, cpu-avx512; default cpu)")
     ap.add_argument("--repeat", type=int, default=30, help="timed calls per engine and length (default 30)")
-    ap.add_argument("--self-check", action="store_true", help="add the flash engine against itself")
-    ap.add_argument("--out", type=Path, default=Path("attention-out"), help="folder for attention.md/.json")
+    ap.add_argument("--self-check", action="store_true", help="add an engine against itself (the control)")
+    ap.add_argument("--out", type=Path, help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     ap.add_argument("--models", type=Path, help="a folder of NAME.onnx, NAME.inputs.npz, NAME.ref.npz")
     ap.add_argument("--names", help="the models of --models to time (comma-separated)")
     ap.add_argument("--levels", default="2,3", help="fusion levels for --models (default 2,3)")
     args = ap.parse_args()
     os.environ.setdefault("TVM_NUM_THREADS", str(args.threads))
-    from braze.targets.detect import describe_host
+    import report
+    import results_io
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).parent).stdout.strip()
-    report = {"host": describe_host(), "commit": commit, "threads": args.threads, "heads": args.heads,
-              "target": args.target,
-              "method": "each engine timed alone in its own worker processes (braze.timing.time_alone), "
-                        "10 alternating phases, medians and per-phase ratio ranges",
-              "rows": []}
+    rows = []
     if args.models:
-        report["models"] = []
         levels = [int(x) for x in args.levels.split(",")]
         for name in args.names.split(","):
             with tempfile.TemporaryDirectory() as tmp:
-                report["models"].append(model_row(args.models / f"{name}.onnx", levels, args.threads, args.repeat,
-                                                  Path(tmp), args.self_check, args.target))
-            print(models_markdown(report).splitlines()[-1], flush=True)
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "models.json").write_text(json.dumps(report, indent=1, default=str))
-        (args.out / "models.md").write_text(models_markdown(report) + "\n")
-        print(models_markdown(report))
+                rows += model_row(args.models / f"{name}.onnx", levels, args.threads, args.repeat, Path(tmp),
+                                  args.self_check, args.target)
+            print(json.dumps(rows[-1]), flush=True)
+        doc = results_io.result(
+            "attention-models", f"whole models at fusion levels {args.levels} and onnxruntime, one rotation per model",
+            rows, threads=args.threads, target=args.target, timing=results_io.time_alone(),
+            control="onnxruntime against itself" if args.self_check else None, heads=args.heads)
+        print(f"wrote {results_io.write(doc, args.out)}\n\n" + "\n".join(report.table(doc)))
         return 0
-    report["fma_peak_gflops"] = fma_peak_gflops(args.threads, args.target)
+    peak = fma_peak_gflops(args.threads, args.target)
     with tempfile.TemporaryDirectory() as tmp:
         for seq in (int(s) for s in args.seqs.split(",")):
-            report["rows"].append(row(seq, args.heads, args.threads, args.repeat, Path(tmp), args.self_check,
-                                      args.target))
-            print(markdown(report).splitlines()[-1], flush=True)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "attention.json").write_text(json.dumps(report, indent=1, default=str))
-    (args.out / "attention.md").write_text(markdown(report) + "\n")
-    print(markdown(report))
+            rows.append(row(seq, args.heads, args.threads, args.repeat, Path(tmp), args.self_check, args.target))
+            print(json.dumps(rows[-1]), flush=True)
+    doc = results_io.result(
+        "attention-kernel", f"attention alone ({args.heads} heads x {HEAD}): the flash kernel against the same "
+        "attention as separate kernels at level 2 (stages) and onnxruntime's Attention", rows,
+        threads=args.threads, target=args.target, timing=results_io.time_alone(),
+        control="the flash kernel against a second worker of the same build (flash#2)" if args.self_check else None,
+        heads=args.heads, fma_peak_gflops=peak)
+    print(f"wrote {results_io.write(doc, args.out)}\n\n" + markdown(doc))
     return 0
 
 

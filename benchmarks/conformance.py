@@ -18,6 +18,7 @@ crash in TVM costs one case, not the run. Outcomes:
 
     python benchmarks/conformance.py [--ops 'Conv|Pool'] [--level 0] [--workers 2] [--json out.json]
     python benchmarks/conformance.py --update-docs   # the results file and docs/conformance.md's table
+    python benchmarks/conformance.py --render-docs   # only the table, from the results file (no run)
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import os
 import queue
 import re
 import sys
+import textwrap
 import threading
 import time
 from collections import Counter, defaultdict
@@ -277,28 +279,44 @@ RESULTS = Path(__file__).parent / "results" / "conformance.json"
 DOC = Path(__file__).parent.parent / "docs" / "conformance.md"
 
 
-def markdown_table(data: dict) -> str:
-    """The per-op-type table of docs/conformance.md, from a results file's
-    ``summary`` and ``per_op``."""
+def markdown_table(data: dict, columns: int = 3) -> str:
+    """docs/conformance.md's table, from a results file's ``summary`` and
+    ``per_op``: the totals, then the op types where either engine fails a
+    case, ``columns`` op types to a row."""
     s = data["summary"]
     plain = s["plain"]
+    outcomes = ", ".join(f"{s['braze'].get(k, 0)} {k}" for k in ("refused", "wrong", "crash"))
     lines = [f"onnx {s['onnx']}'s {s['cases']} node test cases, braze {s['braze_version']} at level {s['level']} "
-             f"(commit {s['commit']}) and onnxruntime {s['onnxruntime_version']} (CPU):", "",
+             f"and onnxruntime {s['onnxruntime_version']} (CPU):", "",
              "| | braze pass | onnxruntime pass |", "|---|---|---|",
              f"| the {plain['cases']} cases that are not `_expanded` | **{plain['braze']}** | {plain['onnxruntime']} |",
-             f"| all {s['cases']} cases | **{s['braze'].get('pass', 0)}** | {s['onnxruntime'].get('pass', 0)} |", "",
-             "Per op type (the op a case tests; its `_expanded` form counted with it):", "",
-             "| op type | cases | braze pass | refused | wrong | crash | onnxruntime pass |",
-             "|---|---|---|---|---|---|---|"]
-    for op, c in data["per_op"].items():
-        lines.append(f"| {op} | {c['cases']} | {c.get('pass', 0)} | {c.get('refused', 0)} | {c.get('wrong', 0)} "
-                     f"| {c.get('crash', 0)} | {c.get('ort_pass', 0)} |")
+             f"| all {s['cases']} cases | **{s['braze'].get('pass', 0)}** ({outcomes}) "
+             f"| {s['onnxruntime'].get('pass', 0)} |", ""]
+    failing = {op: c for op, c in data["per_op"].items()
+               if c.get("pass", 0) < c["cases"] or c.get("ort_pass", 0) < c["cases"]}
+    lines += textwrap.wrap(
+        f"The {len(failing)} op types where an engine fails a case (a case counts for the op it tests, its "
+        f"`_expanded` form with it; braze's r: refused, w: wrong, c: crash; ort: onnxruntime); every case of the "
+        f"other {len(data['per_op']) - len(failing)} passes on both:", 100)
+    lines += ["",
+              "| op type | cases | braze | ort " * columns + "|", "|---|---|---|---" * columns + "|"]
+
+    def cell(op, c):
+        notes = ", ".join(f"{c[k]} {k[0]}" for k in ("refused", "wrong", "crash") if c.get(k))
+        return f"| {op} | {c['cases']} | {c.get('pass', 0)}{f' ({notes})' if notes else ''} | {c.get('ort_pass', 0)} "
+
+    items = list(failing.items())
+    rows = -(-len(items) // columns)
+    for r in range(rows):
+        row = [items[i] for i in range(r, len(items), rows)]
+        lines.append("".join(cell(op, c) for op, c in row) + "| | | | " * (columns - len(row)) + "|")
     return "\n".join(lines)
 
 
-def update_docs(data: dict) -> None:
+def update_docs(data: dict, write_results: bool = True) -> None:
     """Write the results file and regenerate the table in docs/conformance.md."""
-    RESULTS.write_text(json.dumps(data, indent=1) + "\n")
+    if write_results:
+        RESULTS.write_text(json.dumps(data, indent=1) + "\n")
     text = DOC.read_text()
     head, rest = text.split(TABLE_BEGIN)
     _, tail = rest.split(TABLE_END)
@@ -319,6 +337,19 @@ def _versions() -> dict:
             "commit": commit or "unknown"}
 
 
+def header(workers: int) -> dict:
+    """The results file's header (benchmarks/report.py's format; correctness, not
+    speed: ``summary``, ``per_op`` and ``results`` take the place of rows)."""
+    import results_io
+
+    doc = results_io.result(
+        "conformance", "onnx's backend node test cases on braze and onnxruntime, against the cases' expected outputs",
+        [], threads=None, timing=None, workers=workers,
+        control="onnxruntime runs the same cases, compared with the same expected outputs")
+    del doc["rows"]
+    return doc
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ops", metavar="REGEX", help="only the cases testing op types that match")
@@ -332,8 +363,14 @@ def main(argv=None) -> int:
     ap.add_argument("--update-docs", action="store_true",
                     help="write benchmarks/results/conformance.json and the per-op table in docs/conformance.md "
                          "(a full run: no --ops/--cases/--no-ort)")
+    ap.add_argument("--render-docs", action="store_true",
+                    help="only rewrite docs/conformance.md's table from benchmarks/results/conformance.json "
+                         "(no run)")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress lines")
     args = ap.parse_args(argv)
+    if args.render_docs:
+        update_docs(json.loads(RESULTS.read_text()), write_results=False)
+        return 0
     if args.update_docs and (args.ops or args.cases or args.no_ort):
         ap.error("--update-docs needs the full run, with onnxruntime")
 
@@ -355,7 +392,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"summary": summary, "per_op": per_op(results), "results": results}, f, indent=1)
     if args.update_docs:
-        update_docs({"summary": summary, "per_op": per_op(results),
+        update_docs({**header(args.workers), "summary": summary, "per_op": per_op(results),
                      "results": [{k: r.get(k) for k in ("case", "op", "braze", "onnxruntime")}
                                  for r in sorted(results, key=lambda r: r["case"])]})
     return 0

@@ -1,7 +1,7 @@
 """The benchmark's controls, at full size: does `braze bench` measure what a
 user measures with each engine alone?
 
-    python benchmarks/control.py [DIR] --models mobilenetv2,resnet50,bert-base --threads 2 [--out control-out]
+    python benchmarks/control.py [DIR] --models mobilenetv2,resnet50,bert-base --threads 2 [--out DIR]
 
 For each model (DIR, default ~/.cache/braze-models, holds NAME.onnx and
 ideally NAME.inputs.npz; the embedded demo models are found by name too):
@@ -20,7 +20,9 @@ ideally NAME.inputs.npz; the embedded demo models are found by name too):
 4. the check: bench's median of each engine within +-15% of the same engine
    alone.
 
-Writes OUT/control.md and OUT/control.json; exit status 1 if a check fails.
+Writes benchmarks/results/<cpu>-<isa>/control.json (``--out DIR``
+elsewhere) after each model and prints the table; exit status 1 if a check
+fails.
 """
 
 from __future__ import annotations
@@ -106,7 +108,8 @@ def check_model(onnx_path: Path, threads: int, repeat: int, phases: int, alone_r
         say(f"{name}: bench --self-check")
         r = bench(saved, str(onnx_path), inputs, threads, repeat=repeat, phases=phases, self_check=True)
         alone_rounds(alone_repeats - alone_repeats // 2)
-    row = {"model": name, "bench": r.to_dict()}
+    row = {"name": name, "ratios": {"braze / onnxruntime": r.ratio.to_dict()},
+           "control": r.controls["onnxruntime"].to_dict(), "bench": r.to_dict()}
     for kind in ("braze", "onnxruntime"):
         ms = statistics.median(solo[kind])
         ratio = row["bench"][f"{kind}_ms"] / ms
@@ -118,14 +121,16 @@ def check_model(onnx_path: Path, threads: int, repeat: int, phases: int, alone_r
 
 
 def markdown(report: dict) -> str:
-    lines = [f"Machine: {report['host']}; {report['threads']} threads; {report['date']}.", "",
+    h = report["host"]
+    lines = [f"Machine: {h['cpu']} ({h['llvm_cpu']}, {h['isa']}), {h['cores']} cores; {report['threads']} threads; "
+             f"{report['date']}.", "",
              "| model | bench: braze / onnxruntime | alone: braze / onnxruntime | braze: bench / alone "
              "| onnxruntime: bench / alone | control braze/braze | control onnxruntime/onnxruntime |",
              "|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         b, c = r["bench"], r["bench"]["controls"]
         lines.append(
-            f"| {r['model']} | {b['braze_ms']:.2f} / {b['onnxruntime_ms']:.2f} ms = **{b['ratio']:.2f}** "
+            f"| {r['name']} | {b['braze_ms']:.2f} / {b['onnxruntime_ms']:.2f} ms = **{b['ratio']:.2f}** "
             f"({b['ratio_min']:.2f}-{b['ratio_max']:.2f}) "
             f"| {r['braze']['alone_ms']:.2f} / {r['onnxruntime']['alone_ms']:.2f} ms = {r['alone_ratio']:.2f} "
             f"| {r['braze']['bench_over_alone']:.2f}{'' if r['braze']['ok'] else ' FAIL'} "
@@ -151,24 +156,27 @@ def main() -> int:
     ap.add_argument("--phases", type=int, default=10, help="bench: phases per engine (default 10)")
     ap.add_argument("--alone-runs", type=int, default=50, help="timed runs of each alone process (default 50)")
     ap.add_argument("--alone-repeats", type=int, default=4, help="alone processes per engine (default 4)")
-    ap.add_argument("--out", type=Path, default=Path("control-out"))
+    ap.add_argument("--out", type=Path, help="folder for control.json (default: benchmarks/results/<cpu>-<isa>/)")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
 
-    from braze.targets.detect import host_line
+    import results_io
 
     def say(message: str) -> None:
         print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
-    report = {"host": host_line(), "threads": args.threads, "date": time.strftime("%Y-%m-%d"),
-              "command": " ".join(sys.argv), "rows": []}
+    report = results_io.result(
+        "control", "the method's controls: bench's figures against each engine alone in a plain loop, and each "
+        "engine against a second worker of itself", [], threads=args.threads,
+        timing=results_io.time_alone(args.phases, 3) + f" (braze.measure.bench); alone: {args.alone_repeats} "
+        f"fresh processes per engine, each timing {args.alone_runs} calls back to back, half before the bench and "
+        "half after",
+        control="each engine against a second worker of itself; bench within 15% of each engine alone")
     for name in args.models.split(","):
         report["rows"].append(check_model(model_path(args.folder, name), args.threads, args.repeat, args.phases,
                                           args.alone_runs, args.alone_repeats, say))
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "control.json").write_text(json.dumps(report, indent=2))
-        (args.out / "control.md").write_text(markdown(report))
-    print(markdown(report))
+        path = results_io.write(report, args.out)
+    print(f"wrote {path}\n\n" + markdown(report))
     return 0 if all(r["ok"] for r in report["rows"]) else 1
 
 

@@ -2,7 +2,7 @@
 that shape alone, the artifact sizes, the compile times and the kernels shared.
 
     python benchmarks/gears.py MODEL.onnx (--dynamic-batch 1,2,4,8 | --dynamic-dims "B=1,4;S=64,128" | --gears ...)
-                               [--threads 2] [--repeat 20] [--phases 5] [--out gears-out]
+                               [--threads 2] [--repeat 20] [--phases 5] [--out DIR]
 
 For every gear: the geared artifact and a static compile of the gear's
 shapes (``input_shapes``) run the same random inputs in one process, one
@@ -13,15 +13,14 @@ per-phase ratio as the spread. A control row times the static artifact
 against a second load of itself (it must give 1.00 within the noise).
 
 Sizes: lib.so of the geared artifact over lib.so of a one-gear artifact (the
-first gear). Writes OUT/gears.md and OUT/gears.json.
+first gear). Writes benchmarks/results/<cpu>-<isa>/gears-MODEL.json
+(``--out DIR`` elsewhere) and prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -31,19 +30,6 @@ import braze
 from braze.frontend.gears import gear_shapes, parse_gears
 from braze.frontend.importer import load_model
 from braze.measure import random_inputs
-
-
-def _cpu() -> str:
-    from braze.targets import get_target
-
-    t = get_target("cpu").to_dict()
-    name = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            name = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), name)
-    except OSError:
-        pass
-    return f"{name} ({t.get('mcpu')}, {t.get('vector_bits')}-bit vectors)"
 
 
 def _phase_times(first, second, inputs, repeat: int, phases: int) -> tuple[float, float, float]:
@@ -62,6 +48,14 @@ def _phase_times(first, second, inputs, repeat: int, phases: int) -> tuple[float
     return statistics.median(a_all) / statistics.median(b_all), min(ratios), max(ratios)
 
 
+def _ratio(value: float, low: float, high: float) -> dict:
+    return {"ratio": value, "ratio_min": low, "ratio_max": high}
+
+
+def _fmt(r: dict) -> str:
+    return f"{r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})"
+
+
 def _times(run, repeat: int) -> list[float]:
     out = []
     for _ in range(repeat):
@@ -69,16 +63,6 @@ def _times(run, repeat: int) -> list[float]:
         run()
         out.append(time.perf_counter() - t0)
     return out
-
-
-def write_report(out: str, stem: str, data: dict, lines: list[str]) -> None:
-    """OUT/STEM.json (the data) and OUT/STEM.md (the table), printed too."""
-    with open(os.path.join(out, f"{stem}.json"), "w") as f:
-        json.dump(data, f, indent=2)
-    text = "\n".join(lines) + "\n"
-    with open(os.path.join(out, f"{stem}.md"), "w") as f:
-        f.write(text)
-    print(text)
 
 
 def main(argv=None) -> int:
@@ -90,10 +74,9 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--repeat", type=int, default=20)
     p.add_argument("--phases", type=int, default=5)
-    p.add_argument("--out", default="gears-out")
+    p.add_argument("--out", help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     args = p.parse_args(argv)
     os.environ.pop("BRAZE_CACHE_DIR", None)  # every compile time is a real one
-    os.makedirs(args.out, exist_ok=True)
     spec = {"dynamic_batch": args.dynamic_batch, "dynamic_dims": args.dynamic_dims, "gears": args.gears}
     proto = load_model(args.model)
     gears = parse_gears(proto, **spec)
@@ -117,24 +100,32 @@ def main(argv=None) -> int:
         inputs = random_inputs(entry["inputs"])
         ratio, low, high = _phase_times(geared, static, inputs, args.repeat, args.phases)
         ms = statistics.median(_times(static.runner(inputs), args.repeat)) * 1e3
-        rows.append({"gear": gear.name, "static_ms": round(ms, 3), "ratio": round(ratio, 3),
-                     "low": round(low, 3), "high": round(high, 3)})
+        rows.append({"name": gear.name, "ms": {"static": ms}, "ratios": {"gear / static": _ratio(ratio, low, high)}})
         print(f"{gear.name:16s} static {ms:8.3f} ms  gear/static {ratio:.2f} ({low:.2f}-{high:.2f})", flush=True)
     control = _phase_times(static, braze.compile(args.model, threads=args.threads, input_shapes=shapes),
                            inputs, args.repeat, args.phases)
-    result = {"model": os.path.basename(args.model), "cpu": _cpu(), "threads": args.threads, "gears": rows,
-              "control": [round(x, 3) for x in control], "compile_seconds": round(geared_s, 2),
-              "static_compile_seconds": round(static_s, 2), "kernels": len(geared.kernels), "kernel_calls": calls,
-              "lib_bytes": geared_lib, "one_gear_lib_bytes": one_lib, "size_ratio": round(geared_lib / one_lib, 3)}
-    lines = [f"# Gears: {result['model']} ({len(gears)} gears) on {result['cpu']}, {args.threads} threads", "",
+    for row in rows:
+        row["control"] = _ratio(*control)
+    import results_io
+
+    model = os.path.splitext(os.path.basename(args.model))[0]
+    result = results_io.result(
+        f"gears-{model}", f"{model}: each gear of one geared artifact against a static compile of that gear's shapes",
+        rows, threads=args.threads,
+        timing=f"both artifacts in one process, {args.phases} alternating phases of {args.repeat} calls each; "
+               "the ratio of the medians, and the range of the per-phase ratios",
+        control="the static artifact against a second compile of itself", compile_seconds=round(geared_s, 2),
+        static_compile_seconds=round(static_s, 2), kernels=len(geared.kernels), kernel_calls=calls,
+        lib_bytes=geared_lib, one_gear_lib_bytes=one_lib, size_ratio=round(geared_lib / one_lib, 3))
+    lines = [f"# Gears: {model} ({len(gears)} gears), {args.threads} threads", "",
              "| gear | static compile: latency, ms | gear / static (spread) |", "|---|---|---|"]
-    lines += [f"| {r['gear']} | {r['static_ms']} | {r['ratio']:.2f} ({r['low']:.2f}-{r['high']:.2f}) |" for r in rows]
-    lines += [f"| control (static / static) | | {control[0]:.2f} ({control[1]:.2f}-{control[2]:.2f}) |", "",
+    lines += [f"| {r['name']} | {r['ms']['static']:.3f} | {_fmt(r['ratios']['gear / static'])} |" for r in rows]
+    lines += [f"| control (static / static) | | {_fmt(_ratio(*control))} |", "",
               f"- compile: {geared_s:.1f} s for the {len(gears)} gears in one artifact, "
               f"{static_s:.1f} s for the {len(gears)} static compiles",
               f"- kernels: {len(geared.kernels)} built for the gears' {calls} ({calls - len(geared.kernels)} shared)",
               f"- lib.so: {geared_lib} bytes, {result['size_ratio']:.2f}x the one-gear artifact's {one_lib}"]
-    write_report(args.out, "gears", result, lines)
+    print(f"wrote {results_io.write(result, args.out)}\n\n" + "\n".join(lines))
     return 0
 
 

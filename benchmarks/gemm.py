@@ -1,7 +1,7 @@
-"""The GEMM table of docs/performance.md: braze against onnxruntime on the
+"""GEMMs: braze against onnxruntime on the
 big GEMM shapes of the public models, each as a percentage of the FMA peak.
 
-    python benchmarks/gemm.py [--target cpu] [--threads 2] [--shapes 128x768x3072,...] [--out gemm-out]
+    python benchmarks/gemm.py [--target cpu] [--threads 2] [--shapes 128x768x3072,...] [--out DIR]
                               [--precision-mode allow_mix_precision_bf16]
 
 The peak: an FMA-throughput loop that braze builds with TVM for the target
@@ -35,13 +35,14 @@ per-phase ratios float32 time / the mode's time (bfloat16 on AMX tiles:
 docs/schedules.md, "amx"). The FMA peak stays float32's, so a 16-bit
 kernel may exceed 100% of it.
 
-Writes OUT/gemm.md and OUT/gemm.json.
+Writes benchmarks/results/<cpu>-<isa>/gemm.json (``gemm-MODE`` with a
+precision mode, ``-TARGET`` added for a target other than ``cpu``; ``--out
+DIR`` elsewhere) after each shape, and prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import multiprocessing as mp
 import os
@@ -92,7 +93,7 @@ def _peak_worker(target_spec: str, threads: int, repeat: int, conn) -> None:
     try:
         import tvm
 
-        from braze.codegen.target import tvm_target
+        from braze.codegen.tvm_target import tvm_target
         from braze.targets import get_target
 
         target = get_target(target_spec, threads=threads)
@@ -185,24 +186,22 @@ def shape_row(spec: str, target: str, threads: int, repeat: int, work: Path, mod
     runs = max(1, -(-repeat // 10))
     timing = time_alone(engines, inputs, threads, phases=10, runs=runs, warmup=2, processes=2)
     braze_ms, ort_ms = timing.engines[BRAZE].median_ms, timing.engines[ORT].median_ms
-    row = {"shape": spec, "label": label, "flop": flop, "kernels": kernels, "mode": mode, "dtype": low,
-           "ok": worst <= TOLERANCES.get(low, 1e-4), "max_rel": worst, "braze_ms": braze_ms, "onnxruntime_ms": ort_ms,
-           "ratio": timing.ratio(BRAZE, ORT).to_dict(), "braze_gflops": flop / braze_ms / 1e6,
-           "onnxruntime_gflops": flop / ort_ms / 1e6}
+    row = {"name": label, "shape": spec, "flop": flop, "ms": {"braze": braze_ms, "onnxruntime": ort_ms},
+           "ratios": {"braze / onnxruntime": timing.ratio(BRAZE, ORT).to_dict()}, "control": None,
+           "gflops": {"braze": flop / braze_ms / 1e6, "onnxruntime": flop / ort_ms / 1e6},
+           "kernels": kernels, "mode": mode, "dtype": low, "ok": worst <= TOLERANCES.get(low, 1e-4), "max_rel": worst}
     if mode:
         f32_ms = timing.engines["braze-f32"].median_ms
-        row.update({"f32_ms": f32_ms, "f32_gflops": flop / f32_ms / 1e6,
-                    "speedup": timing.ratio("braze-f32", BRAZE).to_dict()})
+        row["ms"]["braze-f32"], row["gflops"]["braze-f32"] = f32_ms, flop / f32_ms / 1e6
+        row["ratios"]["braze float32 / braze"] = timing.ratio("braze-f32", BRAZE).to_dict()
     return row
 
 
 # --- the report -----------------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
-    m, p = report["machine"], report["peak"]
+    p = report["peak"]
     top = p["gflops"]
-    lines = [f"{m['cpu']} ({m['llvm_cpu']}, {m['isa']}), target `{report['target']}`, {report['threads']} threads, "
-             f"{m['date']}", "",
-             f"FMA peak: {top:.1f} GFLOP/s ({p['what']}; the highest of {len(p['runs'])} runs: "
+    lines = [f"FMA peak: {top:.1f} GFLOP/s ({p['what']}; the highest of {len(p['runs'])} runs: "
              + ", ".join(f"{g:.0f}" for g in p["runs"]) + f"; implies {p['ghz']:.2f} GHz per core at "
              f"{p['fma_units']} FMA units of {p['lanes']} lanes)", "",
              "| shape | braze GFLOP/s | % of peak | onnxruntime GFLOP/s | % of peak | braze / onnxruntime time "
@@ -216,20 +215,20 @@ def markdown(report: dict) -> str:
                       "|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         if "error" in r:
-            lines.append(f"| {r['shape']} | failed: {r['error']} |" + " |" * (6 if mode else 5))
+            lines.append(f"| {r['name']} | failed: {r['error']} |" + " |" * (6 if mode else 5))
             continue
-        q = r["ratio"]
+        q, g = r["ratios"]["braze / onnxruntime"], r["gflops"]
         sched = ", ".join(f"{s}" for _, s, _ in r["kernels"])
         flag = "" if r["ok"] else " **outputs differ**"
         if mode:
-            u = r["speedup"]
-            lines.append(f"| {r['label']} | {r['braze_gflops']:.1f} | {100 * r['braze_gflops'] / top:.0f}% | "
-                         f"{r['f32_gflops']:.1f} | **{u['ratio']:.2f}** ({u['ratio_min']:.2f}-{u['ratio_max']:.2f}) | "
-                         f"{r['onnxruntime_gflops']:.1f} | {q['ratio']:.2f} ({q['ratio_min']:.2f}-{q['ratio_max']:.2f}) "
+            u = r["ratios"]["braze float32 / braze"]
+            lines.append(f"| {r['name']} | {g['braze']:.1f} | {100 * g['braze'] / top:.0f}% | "
+                         f"{g['braze-f32']:.1f} | **{u['ratio']:.2f}** ({u['ratio_min']:.2f}-{u['ratio_max']:.2f}) | "
+                         f"{g['onnxruntime']:.1f} | {q['ratio']:.2f} ({q['ratio_min']:.2f}-{q['ratio_max']:.2f}) "
                          f"| {sched} |{flag}")
             continue
-        lines.append(f"| {r['label']} | {r['braze_gflops']:.1f} | {100 * r['braze_gflops'] / top:.0f}% | "
-                     f"{r['onnxruntime_gflops']:.1f} | {100 * r['onnxruntime_gflops'] / top:.0f}% | "
+        lines.append(f"| {r['name']} | {g['braze']:.1f} | {100 * g['braze'] / top:.0f}% | "
+                     f"{g['onnxruntime']:.1f} | {100 * g['onnxruntime'] / top:.0f}% | "
                      f"{q['ratio']:.2f} ({q['ratio_min']:.2f}-{q['ratio_max']:.2f}) | {sched} |" + flag)
     return "\n".join(lines) + "\n"
 
@@ -240,7 +239,7 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="threads for the peak and both engines (default 2)")
     ap.add_argument("--shapes", default=",".join(SHAPES), help=f"comma-separated (default {','.join(SHAPES)})")
     ap.add_argument("--repeat", type=int, default=100, help="timed calls per engine and shape (default 100)")
-    ap.add_argument("--out", type=Path, default=Path("gemm-out"), help="folder for gemm.md/.json")
+    ap.add_argument("--out", type=Path, help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     ap.add_argument("--precision-mode", help="compile braze in this mode (allow_mix_precision_bf16, ...) and time "
                                              "its float32 build beside it")
     args = ap.parse_args()
@@ -248,7 +247,6 @@ def main() -> int:
     os.environ.pop("BRAZE_CACHE_DIR", None)
 
     from braze.targets import get_target
-    from braze.targets.detect import describe_host
     from braze.targets.isa import missing, requirements
 
     def say(message: str) -> None:
@@ -270,10 +268,15 @@ def main() -> int:
         best = max(runs)
         return {**run, "gflops": best, "ghz": run["ghz"] * best / run["gflops"], "runs": list(runs)}
 
-    report = {"machine": {**describe_host(), "date": datetime.date.today().isoformat()}, "target": args.target,
-              "threads": args.threads, "peak": None, "command": " ".join(sys.argv), "rows": [],
-              "precision_mode": args.precision_mode}
-    args.out.mkdir(parents=True, exist_ok=True)
+    import results_io
+
+    mode = args.precision_mode
+    report = results_io.result(
+        f"gemm-{mode}" if mode else "gemm",
+        "float32 GEMMs of the public models' shapes against onnxruntime, and the FMA peak" if not mode else
+        f"GEMMs of the public models' shapes, braze in {mode} against its float32 build and onnxruntime float32",
+        [], threads=args.threads, target=args.target, timing=results_io.time_alone(), control=None,
+        precision_mode=mode, peak=None)
     with tempfile.TemporaryDirectory() as work:
         for spec in args.shapes.split(","):
             report["peak"] = peak()
@@ -281,15 +284,12 @@ def main() -> int:
             try:
                 row = shape_row(spec, args.target, args.threads, args.repeat, Path(work), args.precision_mode)
             except Exception as e:  # noqa: BLE001 -- one shape failing must not lose the others
-                row = {"shape": spec, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
-            say(json.dumps({k: row[k] for k in row if k in ("shape", "braze_gflops", "onnxruntime_gflops", "error")}))
+                row = {"name": spec, "ratios": {}, "control": None, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+            say(json.dumps({k: row[k] for k in row if k in ("name", "gflops", "error")}))
             report["rows"].append(row)
-            (args.out / "gemm.json").write_text(json.dumps(report, indent=1, default=str))
-            (args.out / "gemm.md").write_text(markdown(report))
+            results_io.write(report, args.out)
     report["peak"] = peak()
-    (args.out / "gemm.json").write_text(json.dumps(report, indent=1, default=str))
-    (args.out / "gemm.md").write_text(markdown(report))
-    print(markdown(report))
+    print(f"wrote {results_io.write(report, args.out)}\n\n" + markdown(report))
     return 0 if all(r.get("ok") for r in report["rows"]) else 1
 
 

@@ -1,7 +1,7 @@
 """The int8 GEMM of a quantized model: braze against onnxruntime, as a share of the VNNI and AMX-INT8 peaks.
 
     python benchmarks/int8_gemm.py [--target cpu] [--threads 2] [--shapes 128x768x3072,...]
-                                   [--variants vnni,8x2,6x4] [--repeat 100] [--out benchmarks/results/intel-xeon-avx512]
+                                   [--variants vnni,8x2,6x4] [--repeat 100] [--out DIR]
 
 The model, for each shape ``MxKxN``: ONNX ``MatMulInteger`` of a uint8
 ``[M, K]`` input by a constant int8 ``[K, N]`` weight, ``Cast`` to float32
@@ -40,18 +40,17 @@ of the ``amx_int8`` rule's block (16 x 16 x 64 multiply-adds each), from
 two A and two B tiles loaded once, no memory traffic in the loop; the
 clock it implies at one TDPBUSD every 16 cycles a core is printed beside it.
 
-Writes OUT/int8-gemm.json and OUT/int8-gemm.md (``int8-gemm-TARGET.*`` for
-a target other than ``cpu``).
+Writes benchmarks/results/<cpu>-<isa>/int8-gemm.json (``int8-gemm-TARGET``
+for a target other than ``cpu``; ``--out DIR`` elsewhere) after each shape,
+and prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import multiprocessing as mp
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,7 +64,6 @@ PEAK_ITERATIONS = 20_000
 PEAK_DEPTH = 8
 #: multiply-adds a core's tile unit does a cycle: a TDPBUSD (16 x 16 x 64) every 16 cycles
 TDPBUSD_MACS_PER_CYCLE = 1024
-RESULTS = Path(__file__).parent / "results" / "intel-xeon-avx512"
 
 
 # --- the VNNI peak ------------------------------------------------------------------------------------
@@ -105,7 +103,7 @@ def _peak_worker(target_spec: str, threads: int, repeat: int, conn) -> None:
     try:
         import tvm
 
-        from braze.codegen.target import tvm_target
+        from braze.codegen.tvm_target import tvm_target
         from braze.targets import get_target
 
         target = get_target(target_spec, threads=threads)
@@ -180,7 +178,7 @@ def _amx_peak_worker(target_spec: str, threads: int, repeat: int, conn) -> None:
     try:
         import tvm
 
-        from braze.codegen.target import tvm_target
+        from braze.codegen.tvm_target import tvm_target
         from braze.targets import get_target
         from braze.targets.isa import amx_permitted
 
@@ -261,13 +259,11 @@ def shape_row(spec: str, target: str, threads: int, repeat: int, variants: list[
     exact_ok[ORT] = bool(np.array_equal(run_onnxruntime(model, inputs, threads)["y"], exact))
     timing = time_alone(engines, inputs, threads, phases=10, runs=max(1, -(-repeat // 10)), warmup=2, processes=2)
     ms = {e.name: timing.engines[e.name].median_ms for e in engines}
-    return {"shape": spec, "macs": macs, "kernels": kernels, "exact": exact_ok, "ms": ms,
-            "quartiles_ms": {n: timing.engines[n].to_dict() for n in ms},
-            "gmacs": {n: macs / t / 1e6 for n, t in ms.items()},
-            "braze_vs_onnxruntime": timing.ratio(BRAZE, ORT).to_dict(),
-            "control": timing.ratio(BRAZE, "braze#2").to_dict(),
-            "variants": {f"braze {v}": timing.ratio(f"braze {v}", BRAZE).to_dict() for v in variants},
-            "method": timing.method()}
+    ratios = {"braze / onnxruntime": timing.ratio(BRAZE, ORT).to_dict()}
+    ratios.update({f"braze {v} / braze": timing.ratio(f"braze {v}", BRAZE).to_dict() for v in variants})
+    return {"name": spec, "macs": macs, "ms": ms, "ratios": ratios, "control": timing.ratio(BRAZE, "braze#2").to_dict(),
+            "gmacs": {n: macs / t / 1e6 for n, t in ms.items()}, "kernels": kernels, "exact": exact_ok,
+            "quartiles_ms": {n: timing.engines[n].to_dict() for n in ms}, "phases": timing.method()}
 
 
 # --- the report ---------------------------------------------------------------------------------------
@@ -276,11 +272,10 @@ def _range(r: dict) -> str:
 
 
 def markdown(report: dict) -> str:
-    host, peak, amx = report["host"], report["peak"], report.get("amx_peak")
+    peak, amx = report["peak"], report.get("amx_peak")
     top = peak["gmacs"] if peak else None
     tiles = amx["gmacs"] if amx else None
-    head = [f"int8 GEMM (MatMulInteger + Cast + Mul), {report['threads']} threads, target `{report['target']}`; "
-            f"{host['cpu']} ({host['llvm_cpu']}, {host['isa']}); commit {report['commit']}", ""]
+    head = []
     if peak:
         head += [f"VNNI peak: {top:.0f} GMAC/s ({peak['what']}; the highest of {len(peak['runs'])} runs: "
                  + ", ".join(f"{g:.0f}" for g in peak["runs"]) + f"; implies {peak['ghz']:.2f} GHz at "
@@ -297,7 +292,7 @@ def markdown(report: dict) -> str:
     lines = head + ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in report["rows"]:
         if "error" in r:
-            lines.append(f"| {r['shape']} | failed: {r['error']} |" + " |" * (len(columns) - 2))
+            lines.append(f"| {r['name']} | failed: {r['error']} |" + " |" * (len(columns) - 2))
             continue
         for name, ms in r["ms"].items():
             g = r["gmacs"][name]
@@ -305,18 +300,18 @@ def markdown(report: dict) -> str:
             if tiles:
                 share += f" | {100 * g / tiles:.0f}%"
             if name == "braze":
-                ratio = _range(r["braze_vs_onnxruntime"])
+                ratio = _range(r["ratios"]["braze / onnxruntime"])
             elif name == "braze#2":
                 ratio = f"control: {_range(r['control'])} of braze's"
-            elif name in r["variants"]:
-                ratio = f"{_range(r['variants'][name])} of braze's"
+            elif f"{name} / braze" in r["ratios"]:
+                ratio = f"{_range(r['ratios'][f'{name} / braze'])} of braze's"
             else:
                 ratio = "1"
             sched = ", ".join(f"{s} {p}" for _, s, p in r["kernels"].get(name.split("#")[0], [])) or "MLAS"
             flag = "" if r["exact"].get(name.split("#")[0], True) else " **not exact**"
-            lines.append(f"| {r['shape']} | {name} | {ms:.3f} | {g:.0f} | {share} | {ratio} | {sched} |{flag}")
+            lines.append(f"| {r['name']} | {name} | {ms:.3f} | {g:.0f} | {share} | {ratio} | {sched} |{flag}")
         if top and r["gmacs"]["onnxruntime"] > top:
-            lines += ["", f"onnxruntime ran {r['shape']} above the VPDPBUSD peak: not a VNNI kernel (MLAS has "
+            lines += ["", f"onnxruntime ran {r['name']} above the VPDPBUSD peak: not a VNNI kernel (MLAS has "
                           "AMX-INT8 kernels, TDPBUSD, and this CPU has AMX)."]
     return "\n".join(lines) + "\n"
 
@@ -329,7 +324,7 @@ def main() -> int:
     ap.add_argument("--variants", default="", help="rules (vnni), or vnni register blocks RxV (rows x vectors), to "
                     "time beside the default build")
     ap.add_argument("--repeat", type=int, default=100, help="timed calls per engine and shape (default 100)")
-    ap.add_argument("--out", type=Path, default=RESULTS, help=f"folder for int8-gemm.json/.md (default {RESULTS})")
+    ap.add_argument("--out", type=Path, help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     args = ap.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
     os.environ.pop("BRAZE_CACHE_DIR", None)
@@ -337,7 +332,6 @@ def main() -> int:
     from braze.codegen.schedules.amx_int8 import has_amx_int8
     from braze.codegen.schedules.vnni import has_vnni
     from braze.targets import get_target
-    from braze.targets.detect import describe_host
     from braze.targets.isa import missing, requirements
 
     def say(message: str) -> None:
@@ -349,10 +343,7 @@ def main() -> int:
         print(f"error: this host cannot run {args.target} code ({refused}): compile it, do not time it",
               file=sys.stderr)
         return 1
-    here = Path(__file__).parent
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=here).stdout
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                           cwd=here).stdout.strip()
+
     def tracker(what: str, worker, available):
         """A function that runs ``worker``'s loop once more (where the
         target has its instruction) and gives its peak so far (the highest run)."""
@@ -372,21 +363,16 @@ def main() -> int:
 
     peaks = (tracker("VNNI", _peak_worker, has_vnni), tracker("AMX-INT8", _amx_peak_worker, has_amx_int8))
 
-    report = {"host": describe_host(), "commit": commit.strip() + ("+uncommitted" if dirty else ""),
-              "target": args.target, "threads": args.threads, "command": " ".join(sys.argv), "peak": None,
-              "amx_peak": None,
-              "method": "each engine timed alone in its own worker processes (braze.timing.time_alone), 10 "
-                        "alternating phases over 2 processes per engine, medians and per-phase ratio ranges; "
-                        "control: braze against a second worker of the same build",
-              "rows": []}
+    import results_io
+
+    report = results_io.result(
+        "int8-gemm", "int8 GEMM (MatMulInteger + Cast + Mul): braze's int8 schedules against onnxruntime", [],
+        threads=args.threads, target=args.target, timing=results_io.time_alone(),
+        control="braze against a second worker of the same build (braze#2)", peak=None, amx_peak=None)
     variants = [v for v in args.variants.split(",") if v]
-    args.out.mkdir(parents=True, exist_ok=True)
 
-    stem = "int8-gemm" if args.target == "cpu" else f"int8-gemm-{args.target}"
-
-    def write() -> None:
-        (args.out / f"{stem}.json").write_text(json.dumps(report, indent=1, default=str) + "\n")
-        (args.out / f"{stem}.md").write_text(markdown(report))
+    def write() -> Path:
+        return results_io.write(report, args.out)
 
     with tempfile.TemporaryDirectory() as work:
         for spec in args.shapes.split(","):
@@ -395,12 +381,12 @@ def main() -> int:
             try:
                 row = shape_row(spec, args.target, args.threads, args.repeat, variants, Path(work))
             except Exception as e:  # noqa: BLE001 -- one shape failing must not lose the others
-                row = {"shape": spec, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+                row = {"name": spec, "ratios": {}, "control": None,
+                       "error": f"{type(e).__name__}: {e}".splitlines()[0]}
             report["rows"].append(row)
             write()
     report["peak"], report["amx_peak"] = (more() for more in peaks)
-    write()
-    print(markdown(report))
+    print(f"wrote {write()}\n\n" + markdown(report))
     return 0 if all(all(r.get("exact", {}).values()) and "error" not in r for r in report["rows"]) else 1
 
 

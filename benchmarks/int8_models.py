@@ -1,7 +1,7 @@
 """Quantized models: braze int8 against onnxruntime int8 and braze float32.
 
     python benchmarks/int8_models.py ~/.cache/braze-models --models resnet18,resnet50,bert-base \
-        [--threads 2] [--repeat 40] [--target cpu] [--out benchmarks/results/HOST/]
+        [--threads 2] [--repeat 40] [--target cpu] [--out DIR]
 
 For each float model ``NAME.onnx`` in the cache folder (with its
 ``NAME.inputs.npz``), the script quantizes it with onnxruntime's own tools
@@ -15,13 +15,13 @@ control. It reports the ratios braze int8 / onnxruntime int8 and braze int8
 / braze float32 (medians of per-phase ratios, with their range), the
 outputs' agreement with onnxruntime int8 (max abs difference, in output
 quantization steps where the model ends in a dequantize), and writes
-int8-models.json and int8-models.md.
+benchmarks/results/<cpu>-<isa>/int8-models.json (``-TARGET`` added for a
+target other than ``cpu``; benchmarks/report.py renders it).
 """
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -66,7 +66,7 @@ def model_row(float_path: Path, threads: int, repeat: int, work: Path, target: s
     name = float_path.stem
     inputs = dict(np.load(float_path.with_name(f"{name}.inputs.npz")))
     int8_path = quantized(float_path, inputs)
-    engines, row = [], {"model": name, "quantization": "static QDQ" if name.startswith(CNNS) else "dynamic"}
+    engines, row = [], {"name": name, "quantization": "static QDQ" if name.startswith(CNNS) else "dynamic"}
     for label, path in (("braze-int8", int8_path), ("braze-f32", float_path)):
         artifact = braze_compile(str(path), target=target, level=2, threads=threads, cache_dir=None)
         if label == "braze-int8":
@@ -81,34 +81,18 @@ def model_row(float_path: Path, threads: int, repeat: int, work: Path, target: s
         artifact.save(str(work / f"{name}-{label}.braze"))
         engines.append(Engine("braze", str(work / f"{name}-{label}.braze"), label))
         del artifact
-    engines += [Engine(ORT, str(int8_path), "ort-int8"), Engine(ORT, str(int8_path), "ort-int8#2")]
+    engines += [Engine(ORT, str(int8_path), "onnxruntime-int8"), Engine(ORT, str(int8_path), "onnxruntime-int8#2")]
     timing = time_alone(engines, inputs, threads, phases=10, runs=max(1, -(-repeat // 10)), warmup=2, processes=2)
     row["ms"] = {e.name: timing.engines[e.name].median_ms for e in engines}
-    row["int8_vs_ort_int8"] = timing.ratio("braze-int8", "ort-int8").to_dict()
-    row["int8_vs_f32"] = timing.ratio("braze-int8", "braze-f32").to_dict()
-    row["control"] = timing.ratio("ort-int8", "ort-int8#2").to_dict()
+    row["ratios"] = {"braze int8 / onnxruntime int8": timing.ratio("braze-int8", "onnxruntime-int8").to_dict(),
+                     "braze int8 / braze f32": timing.ratio("braze-int8", "braze-f32").to_dict()}
+    row["control"] = timing.ratio("onnxruntime-int8", "onnxruntime-int8#2").to_dict()
     return row
 
 
-def markdown(report: dict) -> str:
-    def r(x: dict) -> str:
-        return f"{x['ratio']:.2f} ({x['ratio_min']:.2f}-{x['ratio_max']:.2f})"
-
-    host = report["host"]
-    lines = [f"# Quantized models ({host['cpu']}, {host['isa']}, LLVM `{host['llvm_cpu']}`, "
-             f"{report['threads']} threads, commit `{report['commit']}`)", "",
-             f"Method: {report['method']}", "",
-             "| model | quantization | braze int8 / ORT int8 | braze int8 / braze f32 | control | max abs diff | "
-             "rules |", "|---|---|---|---|---|---|---|"]
-    for row in report["models"]:
-        lines.append(f"| {row['model']} | {row['quantization']} | {r(row['int8_vs_ort_int8'])} | "
-                     f"{r(row['int8_vs_f32'])} | {r(row['control'])} | {row['max_abs_diff']:.3g} | "
-                     f"{', '.join(row['int8_rules'])} |")
-    return "\n".join(lines) + "\n"
-
-
 def main() -> int:
-    from braze.targets.detect import describe_host
+    import report
+    import results_io
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cache", type=Path, help="folder with NAME.onnx and NAME.inputs.npz")
@@ -116,24 +100,18 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=40)
     ap.add_argument("--target", default="cpu")
-    ap.add_argument("--out", type=Path, default=Path("int8-out"))
+    ap.add_argument("--out", type=Path, help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    report = {"what": "int8 models: braze level 2 int8 vs onnxruntime int8 and braze level 2 float32",
-              "host": describe_host(), "commit": commit, "threads": args.threads, "target": args.target,
-              "method": "each engine timed alone in its own worker processes (braze.timing.time_alone), 10 "
-                        "alternating phases over 2 process generations, medians and per-phase ratio ranges; "
-                        "control: onnxruntime int8 against itself",
-              "models": []}
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
-            row = model_row(args.cache / f"{name}.onnx", args.threads, args.repeat, Path(tmp), args.target)
-            print(json.dumps(row), flush=True)
-            report["models"].append(row)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "int8-models.json").write_text(json.dumps(report, indent=1, default=str))
-    (args.out / "int8-models.md").write_text(markdown(report))
-    print(markdown(report))
+            rows.append(model_row(args.cache / f"{name}.onnx", args.threads, args.repeat, Path(tmp), args.target))
+            print(json.dumps(rows[-1]), flush=True)
+    doc = results_io.result(
+        "int8-models", "int8 models: braze level 2 int8 vs onnxruntime int8 and braze level 2 float32", rows,
+        threads=args.threads, target=args.target, timing=results_io.time_alone(),
+        control="onnxruntime int8 against itself")
+    print(f"wrote {results_io.write(doc, args.out)}\n\n" + "\n".join(report.table(doc)))
     return 0
 
 

@@ -4,8 +4,10 @@ as `braze bench` does: each engine timed alone in its own worker process,
 same input and threads, alternating phases, medians and per-phase range).
 
     python benchmarks/models.py ~/.cache/braze-models --levels 0,2 --threads 2 [--models resnet50,bert-base] [--no-bench]
+                                [--self-check] [--out DIR]
 
-Writes a markdown table to stdout and, with --json FILE, the raw figures.
+Writes a markdown table to stdout and, unless --no-bench, the figures to
+benchmarks/results/<cpu>-<isa>/models-FOLDER.json (``--out DIR`` elsewhere).
 Each folder holds NAME.onnx, and ideally NAME.inputs.npz and NAME.ref.npz (the
 layout of shared/models/make_models.py's output and of braze/data); without
 them, inputs are random and onnxruntime computes the reference.
@@ -14,7 +16,6 @@ them, inputs are random and onnxruntime computes the reference.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -29,7 +30,8 @@ from braze.measure import bench, compare, random_inputs, run_onnxruntime
 from braze.targets.detect import host_line
 
 
-def run_model(onnx_path: Path, level: int, threads: int, repeat: int, timed: bool = True) -> dict:
+def run_model(onnx_path: Path, level: int, threads: int, repeat: int, timed: bool = True,
+              self_check: bool = False) -> dict:
     name = onnx_path.stem
     t0 = time.perf_counter()
     artifact = braze_compile(str(onnx_path), level=level, threads=threads)
@@ -42,12 +44,16 @@ def run_model(onnx_path: Path, level: int, threads: int, repeat: int, timed: boo
         ref = run_onnxruntime(str(onnx_path), inputs, threads)
     rows = compare(artifact.run(inputs), ref)
     worst = max(r.max_rel for r in rows)
-    result = {"model": name, "level": level, "kernels": len(artifact.kernels), "compile_s": compile_s,
-              "max_rel": worst, "ok": worst <= 1e-4}
+    result = {"name": name, "level": level, "ratios": {}, "control": None, "kernels": len(artifact.kernels),
+              "compile_s": compile_s, "max_rel": worst, "ok": worst <= 1e-4}
     if timed:
         with tempfile.TemporaryDirectory() as tmp:
             saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
-            result.update(bench(saved, str(onnx_path), inputs, threads, repeat=repeat).to_dict())
+            timing = bench(saved, str(onnx_path), inputs, threads, repeat=repeat, self_check=self_check)
+        control = timing.controls.get("onnxruntime")
+        result.update({"ms": {"braze": timing.braze_ms, "onnxruntime": timing.onnxruntime_ms},
+                       "ratios": {"braze / onnxruntime": timing.ratio.to_dict()},
+                       "control": control.to_dict() if control else None, "phases": timing.timing.method()})
     return result
 
 
@@ -59,7 +65,8 @@ def main() -> int:
     ap.add_argument("--no-bench", action="store_true", help="compile and check numerics only")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=50, help="timed runs per engine (default 50)")
-    ap.add_argument("--json", help="write the raw results here")
+    ap.add_argument("--self-check", action="store_true", help="add each engine against itself (the control)")
+    ap.add_argument("--out", type=Path, help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     args = ap.parse_args()
     names = args.models.split(",") if args.models else sorted(p.stem for p in args.folder.glob("*.onnx"))
     results = []
@@ -69,18 +76,27 @@ def main() -> int:
     for name in names:
         for level in (int(x) for x in args.levels.split(",")):
             try:
-                r = run_model(args.folder / f"{name}.onnx", level, args.threads, args.repeat, not args.no_bench)
+                r = run_model(args.folder / f"{name}.onnx", level, args.threads, args.repeat, not args.no_bench,
+                              args.self_check)
             except BrazeError as e:
                 print(f"| {name} | {level} | error: {e} |")
                 continue
             results.append(r)
-            timing = (f"{r['braze_ms']:.2f} | {r['onnxruntime_ms']:.2f} | {r['ratio']:.2f} "
-                      f"({r['ratio_min']:.2f}-{r['ratio_max']:.2f})" if "ratio" in r else "- | - | -")
+            q = r["ratios"].get("braze / onnxruntime")
+            timing = (f"{r['ms']['braze']:.2f} | {r['ms']['onnxruntime']:.2f} | {q['ratio']:.2f} "
+                      f"({q['ratio_min']:.2f}-{q['ratio_max']:.2f})" if q else "- | - | -")
             print(f"| {name} | {level} | {r['kernels']} | {r['compile_s']:.1f} | {r['max_rel']:.1e}"
                   f"{'' if r['ok'] else ' FAIL'} | {timing} |")
             sys.stdout.flush()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    if results and not args.no_bench:
+        import results_io
+
+        doc = results_io.result(
+            f"models-{args.folder.name.strip('.')}", f"the models of {args.folder.name}/ at fusion levels {args.levels} "
+            "against onnxruntime", results,
+            threads=args.threads, timing=results_io.time_alone(processes=3) + " (braze.measure.bench, as `braze bench`)",
+            control="each engine against a second worker of itself" if args.self_check else None)
+        print(f"\nwrote {results_io.write(doc, args.out)}")
     return 0 if all(r["ok"] for r in results) else 1
 
 

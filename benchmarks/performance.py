@@ -1,8 +1,8 @@
-"""The benchmark table of docs/performance.md: braze against onnxruntime on
+"""The headline benchmark: braze against onnxruntime on
 the full-size models, at each fusion level, on this machine.
 
-    python benchmarks/performance.py [DIR] --levels 1,2,3 --threads 2 --out bench-out [--models resnet50,bert-base]
-                                     [--target cpu-avx2]
+    python benchmarks/performance.py [DIR] --levels 1,2,3 --threads 2 [--models resnet50,bert-base]
+                                     [--target cpu-avx2] [--self-check] [--out DIR]
 
 DIR (default ~/.cache/braze-models, made by shared/models/make_models.py)
 holds NAME.onnx with NAME.inputs.npz and NAME.ref.npz beside it; without
@@ -16,8 +16,11 @@ kernels (matmul and conv anchors) in GFLOP/s against the machine's peak,
 measured at the start: onnxruntime's MatMul of two N x N fp32 matrices
 (N = 2048; B a constant, as weights are) at the same thread count.
 
-Writes OUT/performance.md (the tables) and OUT/performance.json (every
-figure), rewritten after each row so that a long run can be read as it goes.
+``--self-check`` adds each engine against a second worker of itself (the
+control). Writes benchmarks/results/<cpu>-<isa>/performance.json
+(``-TARGET`` added for a target other than ``cpu``; ``--out DIR``
+elsewhere), rewritten after each row so that a long run can be read as it
+goes, and prints the tables.
 Level 0 (one kernel per op, the unfused baseline) of the large models takes
 minutes to run: leave it out of --levels to skip it.
 """
@@ -25,8 +28,6 @@ minutes to run: leave it out of --levels to skip it.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import multiprocessing as mp
 import os
 import statistics
@@ -41,18 +42,7 @@ import numpy as np
 MODELS = ["resnet50", "mobilenetv2", "bert-base", "vit-base-patch16-224", "yolov8n"]
 
 
-# --- the machine and its peak -----------------------------------------------------------------------
-def machine(threads: int) -> dict:
-    import onnxruntime
-    import tvm
-
-    import braze
-    from braze.targets.detect import describe_host
-
-    return {**describe_host(), "threads": threads, "braze": braze.__version__, "tvm": tvm.__version__,
-            "onnxruntime": onnxruntime.__version__, "date": datetime.date.today().isoformat()}
-
-
+# --- the machine's peak -----------------------------------------------------------------------------
 def _peak_worker(n: int, threads: int, repeat: int, conn) -> None:
     try:
         from onnx import TensorProto, helper, numpy_helper
@@ -95,7 +85,7 @@ def peak(threads: int, n: int = 2048, repeat: int = 7) -> dict:
 # --- one model at one level -----------------------------------------------------------------------------
 def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflops: float | None,
               profile: bool = True, tolerance: float = 1e-4, tuning_db: str | None = None, say=print,
-              target: str = "cpu") -> dict:
+              target: str = "cpu", self_check: bool = False) -> dict:
     from braze.compiler import compile as braze_compile
     from braze.measure import bench, compare, random_inputs, run_onnxruntime
 
@@ -110,13 +100,21 @@ def model_row(onnx_path: Path, level: int, threads: int, repeat: int, peak_gflop
     ref = dict(np.load(ref_file)) if inputs_file.exists() and ref_file.exists() else \
         run_onnxruntime(str(onnx_path), inputs, threads)
     worst = max(e.max_rel for e in compare(artifact.run(inputs), ref))
-    row = {"model": name, "target": target, "level": level, "kernels": len(artifact.kernels), "compile_s": round(compile_s, 2),
+    row = {"name": name, "level": level, "kernels": len(artifact.kernels), "compile_s": round(compile_s, 2),
            "max_rel": worst, "ok": worst <= tolerance, "tuned": sum(k["schedule"] == "tuned" for k in artifact.kernels)}
     with tempfile.TemporaryDirectory() as tmp:
         saved = artifact.save(os.path.join(tmp, f"{name}.braze"))
-        row.update(bench(saved, str(onnx_path), inputs, threads, repeat=repeat).to_dict())
-    say(f"{name} level {level}: braze {row['braze_ms']:.2f} ms, onnxruntime {row['onnxruntime_ms']:.2f} ms, "
-        f"ratio {row['ratio']:.2f} ({row['ratio_min']:.2f}-{row['ratio_max']:.2f})")
+        result = bench(saved, str(onnx_path), inputs, threads, repeat=repeat, self_check=self_check)
+    control = result.controls.get("onnxruntime")
+    row.update({"ms": {"braze": result.braze_ms, "onnxruntime": result.onnxruntime_ms},
+                "ratios": {"braze / onnxruntime": result.ratio.to_dict()},
+                "control": control.to_dict() if control else None,
+                "controls": {k: r.to_dict() for k, r in result.controls.items()},
+                "engines": {k: e.to_dict() for k, e in result.timing.engines.items()},
+                "phases": result.timing.method(), "spin": result.spin})
+    r = row["ratios"]["braze / onnxruntime"]
+    say(f"{name} level {level}: braze {result.braze_ms:.2f} ms, onnxruntime {result.onnxruntime_ms:.2f} ms, "
+        f"ratio {r['ratio']:.2f} ({r['ratio_min']:.2f}-{r['ratio_max']:.2f})")
     if profile:
         row.update(gemm_figures(artifact, inputs, peak_gflops))
     return row
@@ -152,9 +150,9 @@ def gemm_figures(artifact, inputs: dict, peak_gflops: float | None, repeat: int 
 
 # --- the tables -------------------------------------------------------------------------------------------
 def markdown(report: dict) -> str:
-    m, p = report["machine"], report["peak"]
-    lines = [f"Machine: {m['cpu']} (LLVM `{m['llvm_cpu']}`, {m['isa']}), {m['cores']} cores, {m['threads']} threads; "
-             f"braze {m['braze']}, TVM {m['tvm']}, onnxruntime {m['onnxruntime']}; {m['date']}."]
+    m, v, p = report["host"], report["versions"], report["peak"]
+    lines = [f"Machine: {m['cpu']} (LLVM `{m['llvm_cpu']}`, {m['isa']}), {m['cores']} cores, {report['threads']} "
+             f"threads; braze {v['braze']}, TVM {v['tvm']}, onnxruntime {v['onnxruntime']}; {report['date']}."]
     if report.get("target", "cpu") != "cpu":
         lines.append(f"braze built for `{report['target']}` ({report['target_isa']}); onnxruntime keeps its own "
                      "kernels for this CPU.")
@@ -164,18 +162,19 @@ def markdown(report: dict) -> str:
         lines.append(f"Compiled with the tuning database {report['tuning_db']} "
                      "(`tuned` in the JSON: the kernels that got a tuned schedule).")
     lines += ["", "| model | level | kernels | compile s | max rel err | braze ms | onnxruntime ms | ratio "
-              "| ratio per phase | GEMM GFLOP/s | GEMM % of peak | GEMM share |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+              "| ratio per phase | control | GEMM GFLOP/s | GEMM % of peak | GEMM share |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['level']} | error: {r['error']} |")
+            lines.append(f"| {r['name']} | {r['level']} | error: {r['error']} |")
             continue
         gemm = [_fmt(r.get("gemm_gflops"), ".0f"), _fmt(r.get("gemm_pct_peak"), ".0f", "%"),
                 _fmt(None if r.get("gemm_share") is None else 100 * r["gemm_share"], ".0f", "%")]
-        lines.append(f"| {r['model']} | {r['level']} | {r['kernels']} | {r['compile_s']:.1f} | "
-                     f"{r['max_rel']:.1e}{'' if r['ok'] else ' FAIL'} | {r['braze_ms']:.2f} | "
-                     f"{r['onnxruntime_ms']:.2f} | **{r['ratio']:.2f}** | {r['ratio_min']:.2f}-{r['ratio_max']:.2f} | "
-                     f"{' | '.join(gemm)} |")
+        q, c = r["ratios"]["braze / onnxruntime"], r["control"]
+        lines.append(f"| {r['name']} | {r['level']} | {r['kernels']} | {r['compile_s']:.1f} | "
+                     f"{r['max_rel']:.1e}{'' if r['ok'] else ' FAIL'} | {r['ms']['braze']:.2f} | "
+                     f"{r['ms']['onnxruntime']:.2f} | **{q['ratio']:.2f}** | {q['ratio_min']:.2f}-{q['ratio_max']:.2f} | "
+                     f"{'-' if c is None else format(c['ratio'], '.2f')} | {' | '.join(gemm)} |")
     best = _best_rows(report["rows"])
     if any(r.get("gemm_top") for r in best):
         lines += ["", "Slowest GEMM kernels (matmul/conv anchors) of each model at its best level:", "",
@@ -183,7 +182,7 @@ def markdown(report: dict) -> str:
                   "|---|---|---|---|---|---|---|---|"]
         for r in best:
             for g in r.get("gemm_top", []):
-                lines.append(f"| {r['model']} | {r['level']} | `{g['kernel']}` | {g['mflop']:.1f} | {g['ms']:.3f} | "
+                lines.append(f"| {r['name']} | {r['level']} | `{g['kernel']}` | {g['mflop']:.1f} | {g['ms']:.3f} | "
                              f"{g['gflops']:.0f} | {_fmt(g['pct_peak'], '.0f', '%')} | {g['schedule']} |")
     return "\n".join(lines) + "\n"
 
@@ -195,8 +194,9 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 def _best_rows(rows: list[dict]) -> list[dict]:
     best: dict[str, dict] = {}
     for r in rows:
-        if "ratio" in r and (r["model"] not in best or r["ratio"] < best[r["model"]]["ratio"]):
-            best[r["model"]] = r
+        ratio = r["ratios"].get("braze / onnxruntime", {}).get("ratio")
+        if ratio is not None and (r["name"] not in best or ratio < best[r["name"]]["ratios"]["braze / onnxruntime"]["ratio"]):
+            best[r["name"]] = r
     return list(best.values())
 
 
@@ -210,14 +210,6 @@ def _isa(target: str) -> str:
                  if flag in features), "SSE")
 
 
-def write(out: Path, report: dict) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in (("performance.json", json.dumps(report, indent=2)), ("performance.md", markdown(report))):
-        tmp = out / f"{name}.tmp"
-        tmp.write_text(text)
-        os.replace(tmp, out / name)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folder", type=Path, nargs="?", default=Path.home() / ".cache" / "braze-models")
@@ -226,7 +218,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=2, help="threads for both braze and onnxruntime (default 2)")
     ap.add_argument("--repeat", type=int, default=50,
                     help="timed runs per engine, spread over 10 phases (default 50; more when runs are short)")
-    ap.add_argument("--out", type=Path, default=Path("bench-out"), help="folder for performance.md/.json")
+    ap.add_argument("--out", type=Path, help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
+    ap.add_argument("--self-check", action="store_true", help="add each engine against itself (the control)")
     ap.add_argument("--tuning-db", help="compile with this tuning database (braze tune)")
     ap.add_argument("--no-profile", action="store_true", help="skip the per-kernel GEMM figures")
     ap.add_argument("--target", default="cpu",
@@ -248,8 +241,14 @@ def main() -> int:
 
     say(f"measuring the peak (MatMul {args.peak_size}^3, {args.threads} threads)")
     top = None if args.no_profile else peak(args.threads, args.peak_size)
-    report = {"machine": machine(args.threads), "peak": top, "command": " ".join(sys.argv),
-              "tuning_db": args.tuning_db, "target": args.target, "target_isa": _isa(args.target), "rows": []}
+    import results_io
+
+    report = results_io.result(
+        "performance", "the public models at each fusion level against onnxruntime, with the GEMM kernels' rate "
+        "against onnxruntime's MatMul peak", [], threads=args.threads, target=args.target,
+        timing=results_io.time_alone(processes=3) + " (braze.measure.bench, as `braze bench`)",
+        control="each engine against a second worker of itself" if args.self_check else None,
+        peak=top, tuning_db=args.tuning_db, target_isa=_isa(args.target))
     if top:
         say(f"peak {top['gflops']:.0f} GFLOP/s")
     for name in names:
@@ -257,14 +256,15 @@ def main() -> int:
             try:
                 row = model_row(args.folder / f"{name}.onnx", level, args.threads, args.repeat,
                                 top and top["gflops"], not args.no_profile, tuning_db=args.tuning_db, say=say,
-                                target=args.target)
+                                target=args.target, self_check=args.self_check)
             except Exception as e:  # noqa: BLE001 -- one model failing must not lose the others' rows
                 say(f"{name} level {level} failed:\n{traceback.format_exc()}")
-                row = {"model": name, "level": level, "error": f"{type(e).__name__}: {e}".splitlines()[0]}
+                row = {"name": name, "level": level, "ratios": {}, "control": None,
+                       "error": f"{type(e).__name__}: {e}".splitlines()[0]}
             report["rows"].append(row)
-            write(args.out, report)
+            path = results_io.write(report, args.out)
     print(markdown(report))
-    say(f"wrote {args.out / 'performance.md'} and {args.out / 'performance.json'}")
+    say(f"wrote {path}")
     return 0 if all(r.get("ok") for r in report["rows"]) else 1
 
 

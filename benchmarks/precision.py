@@ -1,7 +1,7 @@
 """Precision modes against float32: accuracy, kernels, weight bytes, latency.
 
     python benchmarks/precision.py MODEL.onnx [MODEL.onnx ...] [--modes allow_mix_precision,allow_mix_precision_bf16]
-                                   [--samples 100] [--threads 2] [--repeat 10] [--phases 5] [--out precision-out]
+                                   [--samples 100] [--threads 2] [--repeat 10] [--phases 5] [--out DIR]
                                    [--target cpu-avx2]
 
 For each model and mode, beside the float32 compile of the same model:
@@ -26,7 +26,8 @@ For each model and mode, beside the float32 compile of the same model:
 arithmetic (no AVX512-BF16, no AMX: every 16-bit kernel computes in float32),
 as benchmarks/performance.py measures the other ISA.
 
-Writes OUT/precision.md and OUT/precision.json.
+Writes benchmarks/results/<cpu>-<isa>/precision.json (``-TARGET`` added for
+a target other than ``cpu``; ``--out DIR`` elsewhere) and prints the table.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import braze  # noqa: E402
 from braze.tools.precision import top1_agreement  # noqa: E402
-from gears import _cpu, _phase_times, write_report  # noqa: E402
+from gears import _fmt, _phase_times, _ratio  # noqa: E402
 
 
 def _lib_bytes(artifact, folder: str) -> int:
@@ -78,9 +79,11 @@ def onnxruntime_fp16(model: str, samples: int) -> dict | None:
 
 
 def measure(model: str, modes: list[str], samples: int, threads: int, repeat: int, phases: int,
-            target: str = "cpu") -> dict:
+            target: str = "cpu") -> tuple[list[dict], dict | None]:
+    """A row per mode, and onnxruntime's own float16 build's figures."""
     from braze.measure import random_inputs
 
+    name = os.path.splitext(os.path.basename(model))[0]
     tmp = tempfile.mkdtemp(prefix="braze-precision-")
     plain = braze.compile(model, threads=threads, target=target)
     plain_bytes = _lib_bytes(plain, os.path.join(tmp, "f32"))
@@ -90,16 +93,17 @@ def measure(model: str, modes: list[str], samples: int, threads: int, repeat: in
         artifact = braze.compile(model, threads=threads, precision_mode=mode, target=target)
         agreement = top1_agreement(artifact, model, artifact.inputs, samples)
         ratio, low, high = _phase_times(artifact, plain, inputs, repeat, phases)
-        rows.append({"mode": mode, "dtype": artifact.manifest["precision"]["dtype"],
-                     "worst_error": agreement.worst_error,
+        rows.append({"name": name, "mode": mode, "ratios": {"mode / float32": _ratio(ratio, low, high)},
+                     "dtype": artifact.manifest["precision"]["dtype"], "worst_error": agreement.worst_error,
                      "top1": {k: v / samples for k, v in agreement.agree.items()},
                      "kernels": len(artifact.kernels), "f32_kernels": len(plain.kernels),
                      "bytes_ratio": round(_lib_bytes(artifact, os.path.join(tmp, mode)) / plain_bytes, 3),
-                     "latency_ratio": round(ratio, 3), "low": round(low, 3), "high": round(high, 3)})
-        print(json.dumps({"model": os.path.basename(model), **rows[-1]}), flush=True)
-    control = _phase_times(plain, braze.compile(model, threads=threads, target=target), inputs, repeat, phases)
-    return {"model": os.path.basename(model), "rows": rows, "control": [round(x, 3) for x in control],
-            "f32_lib_bytes": plain_bytes, "onnxruntime_fp16": onnxruntime_fp16(model, samples)}
+                     "f32_lib_bytes": plain_bytes})
+        print(json.dumps(rows[-1]), flush=True)
+    control = _ratio(*_phase_times(plain, braze.compile(model, threads=threads, target=target), inputs, repeat, phases))
+    for row in rows:
+        row["control"] = control
+    return rows, onnxruntime_fp16(model, samples)
 
 
 def main(argv=None) -> int:
@@ -110,31 +114,37 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--phases", type=int, default=5)
-    p.add_argument("--out", default="precision-out")
+    p.add_argument("--out", help="folder for the results file (default: benchmarks/results/<cpu>-<isa>/)")
     p.add_argument("--target", default="cpu", help="a named CPU target both builds are for (default: the host)")
     args = p.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
-    results = [measure(m, args.modes.split(","), args.samples, args.threads, args.repeat, args.phases, args.target)
-               for m in args.models]
-    data = {"cpu": _cpu(), "target": args.target, "threads": args.threads, "samples": args.samples,
-            "models": results}
-    lines = [f"# Precision modes against float32 on {data['cpu']}, target {args.target}, {args.threads} threads", "",
-             "| model | mode | worst error (vs float32 onnxruntime) | top-1 agreement | kernels (f32) "
+    import results_io
+
+    rows, fp16 = [], {}
+    for model in args.models:
+        found, fp16[os.path.splitext(os.path.basename(model))[0]] = measure(
+            model, args.modes.split(","), args.samples, args.threads, args.repeat, args.phases, args.target)
+        rows += found
+    doc = results_io.result(
+        "precision", f"precision modes against the float32 build: error over {args.samples} random inputs, kernels, "
+        "lib.so bytes, latency", rows, threads=args.threads, target=args.target,
+        timing=f"both artifacts in one process, {args.phases} alternating phases of {args.repeat} calls each; "
+               "the ratio of the medians, and the range of the per-phase ratios",
+        control="the float32 artifact against a second compile of itself", samples=args.samples,
+        onnxruntime_fp16=fp16)
+    lines = ["| model | mode | worst error (vs float32 onnxruntime) | top-1 agreement | kernels (f32) "
              "| lib.so / f32 | latency / f32 (spread) |", "|---|---|---|---|---|---|---|"]
-    for r in results:
-        for row in r["rows"]:
-            top1 = ", ".join(f"{100 * v:.0f}%" for v in row["top1"].values()) or "-"
-            lines.append(f"| {r['model']} | {row['mode']} | {row['worst_error']:.2e} | {top1} | "
-                         f"{row['kernels']} ({row['f32_kernels']}) | {row['bytes_ratio']:.2f} | "
-                         f"{row['latency_ratio']:.2f} ({row['low']:.2f}-{row['high']:.2f}) |")
-        ort16 = r["onnxruntime_fp16"]
+    for row in rows:
+        top1 = ", ".join(f"{100 * v:.0f}%" for v in row["top1"].values()) or "-"
+        lines.append(f"| {row['name']} | {row['mode']} | {row['worst_error']:.2e} | {top1} | "
+                     f"{row['kernels']} ({row['f32_kernels']}) | {row['bytes_ratio']:.2f} | "
+                     f"{_fmt(row['ratios']['mode / float32'])} |")
+    for name, ort16 in fp16.items():
         if ort16:
             top1 = ", ".join(f"{100 * v:.0f}%" for v in ort16["top1"].values()) or "-"
-            lines.append(f"| {r['model']} | onnxruntime's own float16 build | {ort16['worst_error']:.2e} | {top1} "
-                         f"| | | |")
-        c = r["control"]
-        lines.append(f"| {r['model']} | control (f32 / f32) | | | | | {c[0]:.2f} ({c[1]:.2f}-{c[2]:.2f}) |")
-    write_report(args.out, "precision", data, lines)
+            lines.append(f"| {name} | onnxruntime's own float16 build | {ort16['worst_error']:.2e} | {top1} | | | |")
+        control = next(r["control"] for r in rows if r["name"] == name)
+        lines.append(f"| {name} | control (f32 / f32) | | | | | {_fmt(control)} |")
+    print(f"wrote {results_io.write(doc, args.out)}\n\n" + "\n".join(lines))
     return 0
 
 

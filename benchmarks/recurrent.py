@@ -1,6 +1,6 @@
 """Recurrences: LSTM and GRU models, braze against onnxruntime.
 
-    python benchmarks/recurrent.py [--threads 2] [--repeat 40] [--out benchmarks/results/HOST/]
+    python benchmarks/recurrent.py [--threads 2] [--repeat 40] [--out DIR]
 
 Builds the models with onnx.helper (constant weights, as an exporter writes
 them; no download): a speech-style 2-layer LSTM (80 features, hidden 256,
@@ -8,14 +8,14 @@ them; no download): a speech-style 2-layer LSTM (80 features, hidden 256,
 bidirectional LSTM of hidden 128. Compiles each at level 2, checks its
 outputs against onnxruntime, and times braze, onnxruntime and onnxruntime
 again (the control), each engine alone (braze.timing.time_alone). Writes
-recurrent.json and recurrent.md.
+benchmarks/results/<cpu>-<isa>/recurrent.json (benchmarks/report.py renders
+it) and prints its table.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -74,58 +74,38 @@ def model_row(name: str, threads: int, repeat: int, work: Path) -> dict:
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
     want = ort.InferenceSession(str(path), options).run(None, inputs)[0]
-    row = {"model": name, "max_abs_diff": float(np.abs(artifact.run(inputs)["y"] - want).max()),
-           "kernels": len(artifact.kernels), "compile_seconds": artifact.manifest["compile_seconds"]}
+    max_abs_diff = float(np.abs(artifact.run(inputs)["y"] - want).max())
     artifact.save(str(work / f"{name}.braze"))
-    engines = [Engine("braze", str(work / f"{name}.braze"), "braze"), Engine(ORT, str(path), "ort"),
-               Engine(ORT, str(path), "ort#2")]
+    engines = [Engine("braze", str(work / f"{name}.braze"), "braze"), Engine(ORT, str(path), "onnxruntime"),
+               Engine(ORT, str(path), "onnxruntime#2")]
     timing = time_alone(engines, inputs, threads, phases=10, runs=max(1, -(-repeat // 10)), warmup=2, processes=2)
-    row["ms"] = {e.name: timing.engines[e.name].median_ms for e in engines}
-    row["braze_vs_ort"] = timing.ratio("braze", "ort").to_dict()
-    row["control"] = timing.ratio("ort", "ort#2").to_dict()
-    return row
-
-
-def markdown(report: dict) -> str:
-    def r(x: dict) -> str:
-        return f"{x['ratio']:.2f} ({x['ratio_min']:.2f}-{x['ratio_max']:.2f})"
-
-    host = report["host"]
-    lines = [f"# Recurrent models ({host['cpu']}, {host['isa']}, LLVM `{host['llvm_cpu']}`, "
-             f"{report['threads']} threads, commit `{report['commit']}`)", "",
-             f"Method: {report['method']}", "",
-             "| model | braze / ORT | control | kernels | compile s | max abs diff |", "|---|---|---|---|---|---|"]
-    for row in report["models"]:
-        lines.append(f"| {row['model']} | {r(row['braze_vs_ort'])} | {r(row['control'])} | {row['kernels']} | "
-                     f"{row['compile_seconds']:.1f} | {row['max_abs_diff']:.2g} |")
-    return "\n".join(lines) + "\n"
+    return {"name": name, "ms": {e.name: timing.engines[e.name].median_ms for e in engines},
+            "ratios": {"braze / onnxruntime": timing.ratio("braze", "onnxruntime").to_dict()},
+            "control": timing.ratio("onnxruntime", "onnxruntime#2").to_dict(),
+            "kernels": len(artifact.kernels), "compile_seconds": artifact.manifest["compile_seconds"],
+            "max_abs_diff": max_abs_diff}
 
 
 def main() -> int:
-    from braze.targets.detect import describe_host
+    import report
+    import results_io
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=40)
-    ap.add_argument("--out", type=Path, default=Path("recurrent-out"))
+    ap.add_argument("--out", type=Path, help="folder for recurrent.json (default: benchmarks/results/<cpu>-<isa>/)")
     args = ap.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    report = {"what": "recurrent models (onnx.helper, batch 1, 50 steps): braze level 2 vs onnxruntime",
-              "host": describe_host(), "commit": commit, "threads": args.threads,
-              "method": "each engine timed alone in its own worker processes (braze.timing.time_alone), 10 "
-                        "alternating phases over 2 process generations, medians and per-phase ratio ranges; "
-                        "control: onnxruntime against itself",
-              "models": []}
+    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
-            row = model_row(name, args.threads, args.repeat, Path(tmp))
-            print(json.dumps(row), flush=True)
-            report["models"].append(row)
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "recurrent.json").write_text(json.dumps(report, indent=1, default=str))
-    (args.out / "recurrent.md").write_text(markdown(report))
-    print(markdown(report))
+            rows.append(model_row(name, args.threads, args.repeat, Path(tmp)))
+            print(json.dumps(rows[-1]), flush=True)
+    doc = results_io.result(
+        "recurrent", "recurrent models (onnx.helper, batch 1, 50 steps): braze level 2 vs onnxruntime", rows,
+        threads=args.threads, timing=results_io.time_alone(),
+        control="onnxruntime against itself")
+    print(f"wrote {results_io.write(doc, args.out)}\n\n" + "\n".join(report.table(doc)))
     return 0
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Eighteen real architectures with random weights, for checking braze on
-models it was never tuned on (docs/performance.md, "Eighteen architectures").
+models it was never tuned on.
 
     python benchmarks/unseen_models.py [NAME ...]      (default: all)
 

@@ -84,3 +84,37 @@ def test_usage_commands_run_as_written(tmp_path):
     out = _run_blocks(tmp_path, bash, python)
     assert "cnn.int8.braze: " in out and "gears" in out
     assert (tmp_path / "fused.html").exists() and (tmp_path / "trace.json").exists()
+
+
+def _anchors(text: str) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings."""
+    import re
+
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    slugs = set()
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        n = sum(s == slug or re.fullmatch(re.escape(slug) + r"-\d+", s) is not None for s in slugs)
+        slugs.add(f"{slug}-{n}" if n else slug)
+    return slugs
+
+
+def test_relative_links_resolve():
+    """Every relative link of docs/ and README.md names a file that exists and, with #anchor, a
+    heading of it."""
+    import re
+
+    root = DOCS.parent
+    broken = []
+    for path in [root / "README.md", *sorted(DOCS.glob("*.md"))]:
+        text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, https:, mailto:
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                broken.append(f"{path.name}: {target} (no such file)")
+            elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text()):
+                broken.append(f"{path.name}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)

@@ -14,6 +14,7 @@ converter with the highest ``since`` <= 17 applies.
 
 from __future__ import annotations
 
+import textwrap
 from typing import Callable
 
 from ..ir.registry import declare_source_op_types
@@ -60,10 +61,16 @@ ONNX_END = "<!-- END ONNX TABLE -->"
 
 
 def onnx_table_markdown() -> str:
-    """The supported ONNX op types with the opsets where their converter changes."""
+    """The supported ONNX op types, by first letter, each with the opsets
+    where its converter changes (left out when that is opset 1 alone)."""
     _load()
-    lines = [ONNX_BEGIN, "", "| ONNX op type | converters from opset |", "|---|---|"]
+    lines = [ONNX_BEGIN, ""]
+    letters: dict[str, list[str]] = {}
     for op_type in sorted(CONVERTERS):
-        lines.append(f"| `{op_type}` | {', '.join(str(since) for since, _ in CONVERTERS[op_type])} |")
-    lines += ["", ONNX_END]
+        versions = [since for since, _ in CONVERTERS[op_type]]
+        entry = f"`{op_type}`" + ("" if versions == [1] else " " + "/".join(map(str, versions)))
+        letters.setdefault(op_type[0], []).append(entry)
+    for letter, entries in letters.items():
+        lines += textwrap.wrap(f"- **{letter}**: " + ", ".join(entries), 110, subsequent_indent="  ")
+    lines += ["", f"{len(CONVERTERS)} op types.", "", ONNX_END]
     return "\n".join(lines)

@@ -1,32 +1,90 @@
-"""``braze.compile``: ONNX model -> Artifact, the steps in order."""
+"""``braze.compile``: ONNX model -> Artifact, the steps in order.
+
+check the options -> load the model once -> bind its shapes or gears
+(one imported module each) -> run the passes -> build the kernels with
+TVM -> assemble the artifact and its manifest (runtime/manifest.py).
+"""
 
 from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass, field
+from typing import Callable
 
 from .ir import print_module
 from .passes import PassManager
 from .pipeline import PREPARE, _with_controls, check_layout, pipeline, precision_options, precision_record
 from .runtime import cache as runtime_cache
 from .runtime.artifact import Artifact
-from .runtime.manifest import FORMAT, tvm_version
+from .runtime.manifest import build_manifest, gear_entry
 from .targets import get_target
 from .targets.isa import requirements
-from .version import __version__
 
-def codegen_fingerprint() -> str:
-    """A digest of braze's code generator sources (lowerings, schedules):
-    the compile cache's entries stop matching when the generated code would
-    change for the same IR."""
-    import hashlib
-    import pathlib
 
-    root = pathlib.Path(__file__).parent / "codegen"
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*.py")):
-        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+@dataclass(frozen=True)
+class BuildOptions:
+    """How modules become an artifact: ``compile``'s options past the
+    frontend's, checked. ``precision`` is ``pipeline.precision_options(...)``."""
+
+    target: object = "cpu"  # a target name or a Target
+    level: int = 2
+    fusion: object = None  # a FusionOptions, or a dict of its fields
+    threads: int | None = None
+    cache_dir: str | None = None
+    schedules: dict | None = None
+    tuning_db: str | None = None
+    precision: dict | None = None
+    layout: str = "blocked"
+
+    def __post_init__(self):
+        check_layout(self.layout)
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """How the frontend binds the model's dynamic dimensions: one shape
+    (``input_shapes``) or gears (one of ``dynamic_batch``, ``dynamic_dims``,
+    ``gears``), checked before the model is read."""
+
+    input_shapes: object = None
+    dynamic_batch: object = None
+    dynamic_dims: object = None
+    gears: object = None
+    pad_batch: bool = False
+
+    def __post_init__(self):
+        from .errors import DynamicShapeError
+
+        if self.pad_batch and self.dynamic_batch is None:
+            if not self.geared:
+                raise DynamicShapeError("--pad-batch pads up to a larger gear: give the gears with --dynamic-batch")
+            raise DynamicShapeError("--pad-batch pads the leading dimension of every input: give the gears with "
+                                    "--dynamic-batch")
+        if self.geared and self.input_shapes:
+            raise DynamicShapeError("--input-shape binds one shape; with gears, the gears bind the dynamic "
+                                    "dimensions")
+
+    @property
+    def geared(self) -> bool:
+        return not (self.dynamic_batch is None and self.dynamic_dims is None and self.gears is None)
+
+
+@dataclass
+class _Job:
+    """One compile's progress reporting, name and start time."""
+
+    progress: Callable | None = None
+    name: str = "model"
+    started: float = field(default_factory=time.perf_counter)
+
+    def say(self, message: str) -> None:
+        (self.progress or _quiet)(message)
+
+    @property
+    def kernels(self):
+        """The progress's kernel tracker (``start``/``advance``/``finish``), if it has one."""
+        return getattr(self.progress, "kernels", None)
 
 
 def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None, threads: int | None = None,
@@ -56,7 +114,7 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
     artifact, which runs the gear its inputs' shapes match. ``pad_batch``
     (with ``dynamic_batch``): a batch between gears runs on the next larger
     gear, padded; allowed only where braze proves the model keeps the
-    samples apart (passes/batch.py), else a DynamicShapeError says why not.
+    samples apart (passes/batch_independence.py), else a DynamicShapeError says why not.
 
     Precision (docs/usage.md, "Precision modes"): ``precision_mode`` is one
     of ATC's modes (``allow_mix_precision``, ``allow_mix_precision_bf16``,
@@ -94,57 +152,49 @@ def compile(model, target="cpu", level: int = 2, fusion=None, input_shapes=None,
         y = art.run({"x": x})["y"]
         art.save("model.braze")
     """
-    from .frontend import import_onnx, parse_shape_bindings
+    from .frontend import parse_shape_bindings
 
     if override_shapes:
         input_shapes = parse_shape_bindings(input_shapes, override=True)
-    if controls:
-        fusion = _with_controls(fusion, controls)
-    precision = precision_options(precision_mode, modify_mixlist, keep_dtype)
-    check_layout(layout)
-
-    started = time.perf_counter()
-    say = progress or _quiet
-    say("importing")
-    if dynamic_batch is None and dynamic_dims is None and gears is None:
-        if pad_batch:
-            from .errors import DynamicShapeError
-
-            raise DynamicShapeError("--pad-batch pads up to a larger gear: give the gears with --dynamic-batch")
-        module = import_onnx(model, input_shapes)
-        return compile_module(module, target, level, fusion, threads, progress, cache_dir, _model_name(model),
-                              started, schedules, tuning_db, precision, layout)
-    from .errors import DynamicShapeError
-    from .frontend.gears import gear_shapes, parse_gears
-    from .frontend.importer import load_model
-
-    if input_shapes:
-        raise DynamicShapeError("--input-shape binds one shape; with gears, the gears bind the dynamic dimensions")
-    proto = load_model(model)
-    found = parse_gears(proto, dynamic_batch, dynamic_dims, gears)
-    modules = [(g, import_onnx(proto, gear_shapes(proto, g))) for g in found]
-    axes = _pad_batch_axes(proto, found, dynamic_batch) if pad_batch else None
-    artifact = _compile(modules, target, level, fusion, threads, progress, cache_dir, _model_name(model), started,
-                        schedules, tuning_db, precision, layout)
-    if axes is not None:
-        artifact.manifest["pad_batch"] = {"output_axes": axes}
+    options = BuildOptions(target, level, _with_controls(fusion, controls) if controls else fusion, threads,
+                           cache_dir, schedules, tuning_db,
+                           precision_options(precision_mode, modify_mixlist, keep_dtype), layout)
+    shapes = Shapes(input_shapes, dynamic_batch, dynamic_dims, gears, pad_batch)
+    job = _Job(progress, _model_name(model))
+    job.say("importing")
+    modules, pad_axes = _import(model, shapes)
+    artifact = _compile(modules, options, job)
+    if pad_axes is not None:  # not part of the cache key: recorded on the artifact this compile returns
+        artifact.manifest["pad_batch"] = {"output_axes": pad_axes}
     return artifact
 
 
-def _pad_batch_axes(proto, gears, dynamic_batch) -> list[int]:
+def _import(model, shapes: Shapes) -> tuple[list, list[int] | None]:
+    """``([(gear or None, Module), ...], the outputs' batch axes or None)``:
+    the model read once, imported once per gear (or once, with its input
+    shapes bound), and with ``pad_batch`` the proof that it keeps samples apart."""
+    from .frontend import import_model, load_model
+    from .frontend.gears import import_gears, parse_gears
+
+    proto = load_model(model)
+    if not shapes.geared:
+        return [(None, import_model(proto, shapes.input_shapes))], None
+    found = parse_gears(proto, shapes.dynamic_batch, shapes.dynamic_dims, shapes.gears)
+    pad_axes = _pad_batch_axes(proto, found) if shapes.pad_batch else None
+    return import_gears(proto, found), pad_axes
+
+
+def _pad_batch_axes(proto, gears) -> list[int]:
     """The batch axis of every output, if braze proves the model keeps the
     samples of a batch apart (checked on the largest gear); else a
-    DynamicShapeError with the reason."""
+    DynamicShapeError with the reason. The proof imports that gear on its
+    own: the compile's passes (fold-quant first) would change what it reads."""
     from .errors import DynamicShapeError
-    from .frontend import import_onnx
-    from .frontend.gears import gear_shapes
-    from .passes.batch import Mixes, batch_outputs
+    from .frontend.gears import import_gears
+    from .passes.batch_independence import Mixes, batch_outputs
 
-    if dynamic_batch is None:
-        raise DynamicShapeError("--pad-batch pads the leading dimension of every input: give the gears with "
-                                "--dynamic-batch")
     largest = max(gears, key=lambda g: g.to_dict()["batch"])
-    module = import_onnx(proto, gear_shapes(proto, largest))
+    [(_, module)] = import_gears(proto, [largest])
     PassManager.parse(PREPARE).run(module)
     try:
         return batch_outputs(module.main)
@@ -205,115 +255,91 @@ def compile_module(module, target="cpu", level: int = 2, fusion=None, threads: i
         module = braze.parse_ir(open("model.mlir").read(), "model.weights.npz")
         art = braze.compile_module(module, level=3)
     """
-    return _compile([(None, module)], target, level, fusion, threads, progress, cache_dir, name, started,
-                    schedules, tuning_db, precision, layout)
+    options = BuildOptions(target, level, fusion, threads, cache_dir, schedules, tuning_db, precision, layout)
+    job = _Job(progress, name) if started is None else _Job(progress, name, started)
+    return _compile([(None, module)], options, job)
 
 
-def _compile(modules, target, level, fusion, threads, progress, cache_dir, name, started, schedules,
-             tuning_db, precision=None, layout: str = "blocked") -> Artifact:
+def _compile(modules: list, options: BuildOptions, job: _Job) -> Artifact:
     """``modules``: ``[(gear or None, Module), ...]``, one Relax function each
     (``main`` for the first; ``gear<i>`` for the others)."""
-    from .codegen.assemble import region_functions
-    from .passes.fusion import attach_regions
-    from .codegen.build import build_gears
-    from .frontend import onnx_version
-    from .passes.precision import group_dtype
-
-    say = progress or _quiet
-    started = started or time.perf_counter()
-    tgt = get_target(target, threads)
-    tuned = _tuning_database(tuning_db, tgt)
-    for gear, module in modules:
-        pm = pipeline(level, fusion, tgt, precision, layout)
-        say(f"running {pm}" + (f" on gear {gear.name}" if gear else ""))
-        pm.run(module)
-        attach_regions(module)
+    tgt = get_target(options.target, options.threads)
+    tuned = _tuning_database(options.tuning_db, tgt)
+    pm = _run_passes(modules, options, tgt, job)
     module = modules[0][1]
-    ir_text = print_module(module)
-    cache = runtime_cache.cache_dir(cache_dir)
-    if schedules:  # checked before the build; kN names become full names
-        from .codegen.pins import check_schedules
-
-        schedules = check_schedules(module, tgt, schedules)
-        if any("function" in pin for pin in schedules.values()):
-            cache = None  # a user's schedule function can change under the same name
+    schedules = _check_pins(module, tgt, options.schedules)
+    cache = runtime_cache.cache_dir(options.cache_dir)
+    if any("function" in pin for pin in schedules.values()):
+        cache = None  # a user's schedule function can change under the same name
     if cache:
-        settings = {"target": tgt.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version(),
-                    "schedules": schedules or {}, "codegen": codegen_fingerprint(),
-                    "tuning": tuned.fingerprint() if tuned else None}
-        if len(modules) > 1:
-            settings["gears"] = [(gear.name, print_module(m)) for gear, m in modules]
-        key = runtime_cache.cache_key(ir_text, module.blobs, settings)
+        key = runtime_cache.build_key(modules, tgt, options.level, schedules, tuned)
         hit = runtime_cache.lookup(cache, key)
         if hit is not None:
-            say("reusing a cached build")
+            job.say("reusing a cached build")
             return hit
-    say("building kernels with TVM")
-
-    def on_failure(report):
-        return lambda kernel, error: _split_group(kernel, error, report, say)
-
-    entries, gear_entries = [], []
-    for i, (_, m) in enumerate(modules):  # control-flow regions first: the functions that call them follow
-        fname = "main" if i == 0 else f"gear{i}"
-        entries += [(rname, sub, on_failure(sub.fusion_report)) for rname, sub in region_functions(fname, m)]
-        gear_entries.append((fname, m, on_failure(m.fusion_report)))
-        entries.append(gear_entries[-1])
-    compiled = build_gears(entries, tgt, schedules=schedules, tuning_db=tuned,
-                           progress=getattr(progress, "kernels", None))
-    for (fname, m, _) in entries:
-        if m.fusion_report is not None:
-            m.fusion_report.kernels = len(compiled.functions[fname])
-    report = module.fusion_report
-    ir_text = print_module(module)  # a group split back changes the final IR
+    job.say("building kernels with TVM")
+    compiled, functions = _build(modules, tgt, schedules, tuned, job)
     estimate = _estimate(module, tgt)  # on the final module: one per built kernel, in order
-    if estimate is not None and report is not None:
-        report.estimate = estimate.to_dict()
-    func = module.main
-    manifest = {
-        "format": FORMAT,
-        "braze": __version__,
-        "tvm": tvm_version(),
-        "onnx": onnx_version(),
-        "model": name,
-        "target": tgt.to_dict(),
-        "requires": requirements(tgt),
-        "threads": threads,
-        "level": level,
-        "pipeline": str(pm),
-        "layout": layout,
-        **_signature(func),
-        "precision": precision_record(pm, tgt),
-        "kernels": [{"name": k.name, "ops": k.op_types, "nodes": k.nodes, "kind": k.kind.value, "rule": k.rule,
-                     "dtype": group_dtype([r.type for op in k.ops if op.name != "math.cast" for r in op.results]),
-                     "schedule": k.schedule, "schedule_params": k.schedule_params,
-                     "packed": sorted({p.name for p in k.packings.values()})}
-                    for k in compiled.kernels],
-        "schedules": _pins_record(schedules),
-        "tuning_db": None if tuned is None else {"path": tuned.path, "fingerprint": tuned.fingerprint()},
-        "fusion": report.to_dict() if report is not None else None,
-        "estimate": None if estimate is None else {"target": tgt.name, "model": "roofline",
-                                                   "total_us": round(estimate.total_us, 3)},
-        "compile_seconds": round(time.perf_counter() - started, 3),
-    }
+    if estimate is not None and module.fusion_report is not None:
+        module.fusion_report.estimate = estimate.to_dict()
+    settings = {"model": job.name, "target": tgt.to_dict(), "requires": requirements(tgt),
+                "threads": options.threads, "level": options.level, "pipeline": str(pm), "layout": options.layout,
+                "precision": precision_record(pm, tgt), "schedules": _pins_record(schedules),
+                "tuning_db": None if tuned is None else {"path": tuned.path, "fingerprint": tuned.fingerprint()},
+                "compile_seconds": round(time.perf_counter() - job.started, 3)}
+    gears = None
     if modules[0][0] is not None:
-        manifest["gears"] = [_gear_entry(gear, fname, m, compiled.functions[fname])
-                             for (gear, _), (fname, m, _) in zip(modules, gear_entries)]
-    if estimate is not None:
-        for entry, k in zip(manifest["kernels"], estimate.kernels):
-            entry["estimate_us"] = round(k.estimate_us, 4)
-    artifact = Artifact(manifest, ir_text, executable=compiled.executable)
+        gears = [gear_entry(gear, fname, m, compiled.functions[fname])
+                 for (gear, m), fname in zip(modules, functions)]
+    manifest = build_manifest(settings, module, compiled.kernels, estimate, gears)
+    artifact = Artifact(manifest, print_module(module), executable=compiled.executable)  # after any group split
     if cache:
         runtime_cache.store(cache, key, artifact)
     return artifact
 
 
-def _gear_entry(gear, function: str, module, kernels: list[str]) -> dict:
-    func = module.main
-    return {"name": gear.name, "dims": gear.to_dict(), "function": function,
-            **_signature(func),
-            "kernels": kernels,
-            "fusion": module.fusion_report.to_dict() if module.fusion_report is not None else None}
+def _run_passes(modules: list, options: BuildOptions, tgt, job: _Job) -> PassManager:
+    """The compile's pipeline run on every gear's module; the pipeline (the same for every gear)."""
+    from .passes.fusion import attach_regions
+
+    for gear, module in modules:
+        pm = pipeline(options.level, options.fusion, tgt, options.precision, options.layout)
+        job.say(f"running {pm}" + (f" on gear {gear.name}" if gear else ""))
+        pm.run(module)
+        attach_regions(module)
+    return pm
+
+
+def _check_pins(module, tgt, schedules: dict | None) -> dict:
+    """The pinned schedules checked before the build; kN names become full names."""
+    if not schedules:
+        return {}
+    from .codegen.pins import check_schedules
+
+    return check_schedules(module, tgt, schedules)
+
+
+def _build(modules: list, tgt, schedules: dict, tuned, job: _Job):
+    """(Compiled, the Relax function of each gear): every module's kernels
+    built with TVM into one executable. A fused group TVM cannot build is
+    split back into one kernel per op (``_split_group``)."""
+    from .codegen.assemble import region_functions
+    from .codegen.build import build_gears
+
+    def on_failure(report):
+        return lambda kernel, error: _split_group(kernel, error, report, job.say)
+
+    entries, functions = [], []
+    for i, (_, m) in enumerate(modules):  # control-flow regions first: the functions that call them follow
+        fname = "main" if i == 0 else f"gear{i}"
+        entries += [(rname, sub, on_failure(sub.fusion_report)) for rname, sub in region_functions(fname, m)]
+        entries.append((fname, m, on_failure(m.fusion_report)))
+        functions.append(fname)
+    compiled = build_gears(entries, tgt, schedules=schedules, tuning_db=tuned, progress=job.kernels)
+    for (fname, m, _) in entries:
+        if m.fusion_report is not None:
+            m.fusion_report.kernels = len(compiled.functions[fname])
+    return compiled, functions
 
 
 def _tuning_database(path, target):
@@ -353,16 +379,6 @@ def _quiet(message: str) -> None:
     import logging
 
     logging.getLogger("braze").info(message)
-
-
-def _signature(func) -> dict:
-    """The manifest's ``inputs`` and ``outputs`` of a function."""
-    return {"inputs": [_spec(a.name, a.type) for a in func.args],
-            "outputs": [_spec(n, v.type) for n, v in zip(func.result_names, func.outputs)]}
-
-
-def _spec(name: str, ty) -> dict:
-    return {"name": name, "shape": list(ty.shape), "dtype": str(ty.np_dtype)}
 
 
 def _model_name(model) -> str:

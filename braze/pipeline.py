@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from .passes import PassManager
+from .passes.layout_blocks import MIN_BLOCK
 
 #: What every compile runs before fusion and codegen.
 PREPARE = "canonicalize,cse,dce"
@@ -81,8 +82,8 @@ def check_layout(layout: str) -> None:
 
 def layout_block(target=None) -> int | None:
     """The channel block of the layout pass on ``target`` (a Target; None:
-    the host CPU): its float32 vector lanes, at least 4; None where the
-    pass does not run (GPU and Ascend-like targets)."""
+    the host CPU): its float32 vector lanes, at least ``MIN_BLOCK``; None
+    where the pass does not run (GPU and Ascend-like targets)."""
     if target is not None and target.family != "cpu":
         return None
     if target is None:
@@ -91,7 +92,7 @@ def layout_block(target=None) -> int | None:
         bits = vector_bits()
     else:
         bits = target.vector_bits
-    return max(4, bits // 32)
+    return max(MIN_BLOCK, bits // 32)
 
 
 def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = None,
@@ -134,9 +135,9 @@ def pipeline(level: int = 0, fusion=None, target=None, precision: dict | None = 
 
 def _int8_kernels(target) -> dict:
     """Which quantized products ``fold-quant`` computes on the integers for
-    ``target`` (None: the host CPU): those an int8 rule takes faster than
-    the float kernel: convs where the CPU has VNNI, matmuls where it has
-    VNNI, AMX-INT8 or AVX2; none on other targets."""
+    ``target`` (None: the host CPU): those where an int8 rule beats the
+    float kernel: convs where the CPU has VNNI, matmuls where it has VNNI,
+    AMX-INT8 or AVX2; none on other targets."""
     from .codegen.schedules.vnni import has_pmaddwd, has_vnni
     from .targets import get_target
 

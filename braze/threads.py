@@ -7,11 +7,11 @@ what the user asks for.
 
 Spin. After each parallel kernel, TVM's workers busy-wait (``sched_yield``
 in a loop) for TVM_THREAD_POOL_SPIN_COUNT iterations before they sleep, so
-that the next kernel of the same run finds them awake. TVM's own count,
-300000, keeps every worker burning a core for 0.1-0.3 s after each run: on a
-machine with few cores that steals the cores of whatever runs next. braze's
-default, ``short``, spins long enough to bridge the gaps between the kernels
-of one run and goes quiet within a millisecond of the run's end; ``long`` is
+that the next kernel of the same run finds them awake. TVM's own count
+keeps every worker burning a core long after each run: on a machine with
+few cores that steals the cores of whatever runs next. braze's default,
+``short``, spins long enough to bridge the gaps between the kernels of one
+run and goes quiet soon after the run's end; ``long`` is
 TVM's count, for back-to-back runs at any CPU cost (docs/usage.md, "Idle
 threads"). TVM reads the count once per process, when its pool first runs a
 kernel: it must be chosen before that.
@@ -26,7 +26,8 @@ from .errors import RuntimeOptionError
 os.environ.setdefault("TVM_NUM_THREADS", str(os.cpu_count() or 1))
 
 SPIN_ENV = "TVM_THREAD_POOL_SPIN_COUNT"
-#: Named spin counts (iterations of ``sched_yield``, about 0.3-1 us each).
+#: Named spin counts (iterations of ``sched_yield``): ``short`` bridges the
+#: gaps between one run's kernels, ``long`` is TVM's own count.
 SPINS = {"off": 0, "short": 1000, "long": 300000}
 DEFAULT_SPIN = "short"
 

@@ -3,7 +3,7 @@ session) in a worker process of its own, in alternating phases, and no
 phase starts before every worker is measured idle.
 
 Why so much care: a runtime's pool threads keep spinning after a run (TVM's
-for 0.1-0.3 s at TVM's own spin count, onnxruntime's for a while too). On a
+at its own spin count, threads.py; onnxruntime's too). On a
 machine with few cores, an engine timed while the other's threads spin
 loses a core to them, and the ratio says more about the order of the runs
 than about the engines. So:
@@ -24,8 +24,8 @@ than about the engines. So:
 5. each engine's figure is the median of all its timed calls, with the
    quartiles and the per-phase medians; a ratio is the median of the
    per-phase ratios (each phase against the other engine's phase of the
-   same round: a shared machine's speed drifts by 20% or more over seconds,
-   and a drift moves both phases of a round alike), with their range.
+   same round: a shared machine's speed drifts over seconds, and a drift
+   moves both phases of a round alike), with their range.
 
 The machine's other load (CPU busy outside the timed worker during its
 phase, from ``/proc/stat``) is recorded too: a control that strays from
@@ -81,7 +81,7 @@ class Engine:
 def cpu_seconds(pid: int, skip_thread: int | None = None) -> float:
     """CPU time used so far by every thread of process ``pid`` (but the thread
     ``skip_thread``, a native thread id): the scheduler's nanosecond counters
-    where Linux has them, else psutil's (10 ms ticks, every thread)."""
+    where Linux has them, else psutil's (in clock ticks, every thread)."""
     tasks = Path(f"/proc/{pid}/task")
     try:
         total = 0
@@ -325,10 +325,9 @@ def time_alone(engines: list[Engine], inputs: dict, threads: int, phases: int = 
     phase starting once every worker is idle (module docstring).
 
     The phases are spread over ``processes`` generations of workers: each
-    generation starts a fresh process per engine. A process can run 10-80%
-    slower than another on the same machine for its whole life (measured on
-    shared cloud VMs, for braze and onnxruntime alike); over several
-    processes, such a one moves the medians little.
+    generation starts a fresh process per engine: on a shared VM one process
+    can run at its own speed for its whole life (placement, page layout),
+    and over several processes such a one moves the medians little.
 
     ``gap`` sleeps that long before each timed call (a request pattern with
     pauses, instead of back to back)."""

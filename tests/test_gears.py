@@ -269,7 +269,7 @@ def test_pad_batch_needs_dynamic_batch(options):
 def test_batch_analysis_on_the_models():
     from braze.frontend import import_onnx
     from braze.passes import PassManager
-    from braze.passes.batch import batch_outputs
+    from braze.passes.batch_independence import batch_outputs
 
     for path, shapes in ((CNN, {"x": (4, 3, 32, 32)}), (BERT, {"input_ids": (4, 8), "attention_mask": (4, 8)})):
         module = import_onnx(path, shapes)

@@ -1,9 +1,11 @@
 """braze's layers point only down (docs/overview.md, "Code layout").
 
 Each module of ``braze`` belongs to a layer; it may import its own package
-and any layer below its own. Two layers hold sibling packages that must not
-import each other (``frontend`` and ``passes``: fusion must not need the
-importer). onnx, onnxruntime and tvm are imported only where listed.
+and any layer below its own. Layers that hold siblings say whether they may
+import each other (``frontend`` and ``passes`` may not: fusion must not need
+the importer). onnx, onnxruntime and tvm are imported only where listed. No
+module imports itself again through others: on load, module by module; and
+between top-level modules, through any import at all.
 """
 
 import ast
@@ -14,14 +16,19 @@ ROOT = Path(__file__).resolve().parent.parent / "braze"
 #: Lowest first. A layer is (names of top-level modules or packages, open):
 #: in an open layer its members may import each other.
 LAYERS = [
-    ({"errors", "threads", "version", "interrupts"}, True),  # threads: TVM's pool settings, set before tvm loads
+    ({"errors", "version", "interrupts"}, False),
+    ({"threads"}, True),  # TVM's pool settings, set before tvm loads
     ({"ir"}, True),
     ({"frontend", "passes"}, False),
     ({"targets"}, True),
     ({"codegen"}, True),
     ({"runtime"}, True),
-    ({"compiler", "pipeline"}, True),
-    ({"tools", "measure", "timing", "reference", "session", "backend"}, True),
+    ({"pipeline"}, True),
+    ({"compiler"}, True),
+    ({"reference"}, True),  # onnxruntime sessions, for measure and timing
+    ({"timing"}, True),
+    ({"measure"}, True),
+    ({"tools", "session", "backend"}, False),
     ({"cli", "__init__", "__main__"}, True),
 ]
 
@@ -44,25 +51,26 @@ def _modules():
         yield path, parts, parts[:-1]  # a module's package; for __init__.py, the package itself
 
 
-def _imports(path: Path, package: list[str], skip=frozenset()):
-    """(line, braze module as a list of names, or None; third-party top name or None),
-    leaving out the import nodes whose ``id`` is in ``skip``."""
-    for node in ast.walk(ast.parse(path.read_text())):
+def _imports(source, package: list[str], skip=frozenset()):
+    """(line, braze module as a list of names, or None; third-party top name or None)
+    of a file (a Path, or its parsed tree), leaving out the import nodes whose
+    ``id`` is in ``skip`` (ids of that same tree). ``from .x import a, b``
+    gives ``x.a`` and ``x.b``: a name of a module is not told from a module here."""
+    tree = ast.parse(source.read_text()) if isinstance(source, Path) else source
+    for node in ast.walk(tree):
         if id(node) in skip:
             continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[: len(package) - node.level + 1]
-                names = base + (node.module.split(".") if node.module else [])
-                if node.module is None:
-                    for alias in node.names:
-                        yield node.lineno, base + [alias.name], None
-                else:
-                    yield node.lineno, names, None
+                base = package[: len(package) - node.level + 1] + (node.module.split(".") if node.module else [])
             elif node.module and node.module.split(".")[0] == "braze":
-                yield node.lineno, node.module.split(".")[1:], None
-            elif node.module:
-                yield node.lineno, None, node.module.split(".")[0]
+                base = node.module.split(".")[1:]
+            else:
+                if node.module:
+                    yield node.lineno, None, node.module.split(".")[0]
+                continue
+            for alias in node.names:
+                yield node.lineno, base + [alias.name], None
         elif isinstance(node, ast.Import):
             for alias in node.names:
                 top = alias.name.split(".")[0]
@@ -112,23 +120,110 @@ def test_the_checker_sees_an_upward_import(tmp_path):
     """The check itself: a codegen module importing the compiler is caught."""
     (tmp_path / "bad.py").write_text("from ..compiler import compile\nimport onnx\n")
     found = list(_imports(tmp_path / "bad.py", ["codegen"]))
-    assert (1, ["compiler"], None) in found and (2, None, "onnx") in found
+    assert (1, ["compiler", "compile"], None) in found and (2, None, "onnx") in found
     assert _layer(_top(["compiler"])) > _layer("codegen")
 
 
+def _type_checking_only(tree) -> set[int]:
+    """The ids of the nodes under ``if TYPE_CHECKING`` (annotations only: never run)."""
+    return {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)}
+
+
+#: The only imports allowed to close a loop: a registry loading, when first
+#: asked, the modules that register into it (and so import it). Each is a
+#: function-level import of a whole plugin package.
+PLUGIN_LOADS = {
+    (("ir", "registry"), ("ir", "ops")),
+    (("frontend", "registry"), ("frontend", "converters")),
+    (("codegen", "registry"), ("codegen", "lowerings")),
+    (("passes", "manager"), ("passes", "builtin")),
+}
+
+
+def _module(parts: list[str]) -> tuple[str, ...]:
+    """The braze module an import names: ``from .x import y`` names module
+    ``x.y`` if there is one, else ``x`` (y is one of its names); a package
+    is its ``__init__``."""
+    *package, last = parts or [""]
+    whole = ROOT.joinpath(*parts) if parts else ROOT
+    if (whole / "__init__.py").is_file() or whole.with_suffix(".py").is_file():
+        return tuple(parts)
+    return tuple(package) if last else ()
+
+
+def _cycles(edges: dict) -> list[list]:
+    """The strongly connected components of more than one node (Tarjan's)."""
+    index: dict = {}
+    low: dict = {}
+    stack: list = []
+    found = []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while not component or component[-1] != v:
+                component.append(stack.pop())
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def _module_edges() -> dict[tuple, set[tuple]]:
+    """braze module -> the braze modules it imports, at any depth (under
+    ``if TYPE_CHECKING`` left out), but ``PLUGIN_LOADS``."""
+    edges: dict[tuple, set[tuple]] = {}
+    for path, parts, package in _modules():
+        ours = tuple(parts[:-1]) if parts[-1] == "__init__" else tuple(parts)
+        tree = ast.parse(path.read_text())
+        for _, target, _ in _imports(tree, package, _type_checking_only(tree)):
+            if target is not None and _module(target) != ours and (ours, _module(target)) not in PLUGIN_LOADS:
+                edges.setdefault(ours, set()).add(_module(target))
+    return edges
+
+
+def test_no_import_cycle_between_modules():
+    """No braze module imports itself again through others, along a loop of
+    any length: every import counts, in a function or not (ir/core.py and
+    ir/printer.py once did, through a function-level import), except
+    under ``if TYPE_CHECKING`` and a registry's ``PLUGIN_LOADS``."""
+    cycles = _cycles(_module_edges())
+    assert not cycles, "modules that import each other: " + "; ".join(
+        " <-> ".join(".".join(m) or "braze" for m in c) for c in cycles)
+
+
 def test_no_import_cycle_between_top_level_modules():
-    """Two modules of one open layer may import each other's names, but not
-    both ways (measure.py and timing.py once did, through a function-level
-    import): every import counts here, at any depth, except under
-    ``if TYPE_CHECKING``."""
+    """Top-level modules and packages import each other one way only
+    (measure.py and timing.py once did, through a function-level import):
+    every import counts here, at any depth and along any loop, except
+    under ``if TYPE_CHECKING``."""
     edges: dict[str, set[str]] = {}
     for path, parts, package in _modules():
         ours = _top(parts)
-        skipped = {id(n) for node in ast.walk(ast.parse(path.read_text()))
-                   if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                   for n in ast.walk(node)}
-        for line, target, _ in _imports(path, package, skip=skipped):
+        tree = ast.parse(path.read_text())
+        for _, target, _ in _imports(tree, package, skip=_type_checking_only(tree)):
             if target and _top(target) != ours:
                 edges.setdefault(ours, set()).add(_top(target))
-    cycles = sorted({tuple(sorted((a, b))) for a, outs in edges.items() for b in outs if a in edges.get(b, ())})
+    cycles = _cycles(edges)
     assert not cycles, f"top-level modules that import each other: {cycles}"
+
+
+def test_the_cycle_checks_see_a_loop(tmp_path):
+    """The check itself: a loop of three is found; a function-level import
+    counts; ``from . import x`` names module x."""
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert not _cycles({"a": {"b"}, "b": {"c"}})
+    (tmp_path / "lazy.py").write_text("def f():\n    from . import timing\n")
+    assert [_module(t) for _, t, _ in _imports(tmp_path / "lazy.py", [])] == [("timing",)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from braze.codegen import build
-from braze.compiler import _spec
+from braze.runtime.manifest import io_spec as _spec
 from braze.ir import parse_module
 from braze.ir.interpret import interpret
 from braze.runtime.artifact import Artifact

@@ -15,12 +15,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from braze.cli import main
-from braze.codegen.target import tvm_target
+from braze.codegen.tvm_target import tvm_target
 from braze.compiler import compile as braze_compile
 from braze.errors import ArtifactError
 from braze.runtime import load
-from braze.targets import detect, get_target
-from braze.targets.isa import FEATURES, advice, host_features, missing, requirements
+from braze.targets import advice, detect, get_target
+from braze.targets.isa import FEATURES, host_features, host_mattr, missing, requirements
 from onnx_check import run_ort
 
 ROOT = Path(__file__).parent.parent
@@ -106,7 +106,7 @@ def test_tvm_targets():
     avx2 = tvm_target(get_target("cpu-avx2"))
     assert (avx2.attrs["mtriple"], avx2.attrs["mcpu"]) == ("x86_64-linux-gnu", get_target("cpu-avx2").mcpu)
     host = get_target("cpu")  # its mattr only where the OS lists features beyond LLVM's name for it
-    assert list(tvm_target(host).attrs.get("mattr", [])) == list(host.mattr) == list(detect.host()["mattr"])
+    assert list(tvm_target(host).attrs.get("mattr", [])) == list(host.mattr) == list(host_mattr(detect.llvm_cpu()))
 
 
 # --- compiling and running --------------------------------------------------------------------

@@ -162,6 +162,11 @@ def cmd_schedule(args) -> int:
     from ..codegen.pins import parse_params, write_pins
     from ..tools.experiment import schedule_variants
 
+    if args.model is None:
+        return _print_rule(args)
+    if args.kernel is None:
+        raise InputError("braze schedule MODEL needs --kernel NAME (`braze kernels MODEL` lists them)")
+
     variants = None
     if args.rule or args.param or args.schedule_fn:
         variants = []
@@ -185,6 +190,20 @@ def cmd_schedule(args) -> int:
     return 0 if experiment.fastest else CHECK_FAILED
 
 
+def _print_rule(args) -> int:
+    """``braze schedule --rule NAME``: the rule's parameters, from its declaration."""
+    from ..codegen.schedules import RULES
+    from ..codegen.schedules.doc import params_text
+
+    if args.rule is None or args.param or args.schedule_fn or args.kernel:
+        raise InputError("braze schedule needs MODEL --kernel NAME (to try schedules), "
+                         "or --rule NAME alone (to print that rule's parameters)")
+    if args.rule not in RULES:
+        raise InputError(f"unknown schedule rule '{args.rule}' (rules: {', '.join(RULES)})")
+    print(params_text(RULES[args.rule]))
+    return 0
+
+
 def _schedule_tolerance(args) -> float:
     """--tolerance, else the precision mode's (a 16-bit kernel's variants
     round their results to 16 bits, each its own way), else 1e-4."""
@@ -197,10 +216,10 @@ def _schedule_tolerance(args) -> float:
 
 
 def _schedule_arguments(s) -> None:
-    compile_options(s)
-    s.add_argument("--kernel", required=True, help="kernel name from `braze kernels` (or kN for the N-th)")
-    s.add_argument("--rule", help="schedule rule to try (gemm, pointwise, conv2d, winograd, depthwise, blocked, "
-                                  "amx, dpbf16, generic; docs/schedules.md)")
+    compile_options(s, model_optional=True)
+    s.add_argument("--kernel", help="kernel name from `braze kernels` (or kN for the N-th)")
+    s.add_argument("--rule", help="schedule rule to try (`generic`, or a rule of docs/schedules.md); "
+                                  "without MODEL: print the rule's parameters")
     s.add_argument("--param", action="append", metavar="NAME=VALUE", help="rule parameter, e.g. tile_m=8 (repeatable)")
     s.add_argument("--fn", dest="schedule_fn", metavar="FILE.py:FUNC",
                    help="your schedule function FUNC(sch, kernel, target)")
@@ -244,7 +263,7 @@ def cmd_tune(args) -> int:
 
 
 def _merge(args) -> int:
-    from ..codegen.merge import merge_databases
+    from ..codegen.tuning_merge import merge_databases
 
     if not args.output:
         raise InputError("--merge DB1 DB2 ... needs -o DB: the merged database folder")

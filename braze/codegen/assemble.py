@@ -39,11 +39,6 @@ def _sinfo(v: Value):
     return relax.TensorType(v.type.shape, TVM_DTYPES[v.type.dtype])
 
 
-def assemble(module: Module, kernels: list[Kernel], primfuncs: dict[str, "tvm.tirx.PrimFunc"]) -> tvm.IRModule:
-    """The model as one Relax function, ``main``."""
-    return assemble_functions([("main", module, kernels)], primfuncs)
-
-
 def assemble_functions(functions: list[tuple[str, Module, list[Kernel]]],
                        primfuncs: dict[str, "tvm.tirx.PrimFunc"]) -> tvm.IRModule:
     """One Relax function per ``(name, module, kernels)`` (a gear each, or

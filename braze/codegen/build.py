@@ -15,7 +15,7 @@ from .compiled import Compiled, build_functions, distinct
 from .gears import agree_packings
 from .kernel import Kernel, primfunc
 from .schedules import ScheduleWarning, schedule_kernel
-from .target import tvm_target
+from .tvm_target import tvm_target
 
 
 def build_kernel(kernel: Kernel, target: Target, pins: dict | None = None, scheduled: bool = True,

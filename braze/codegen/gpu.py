@@ -33,7 +33,7 @@ from .. import interrupts
 from .assemble import assemble_functions
 from .compiled import Compiled, build_functions, distinct
 from .kernel import Kernel, primfunc
-from .target import tvm_target
+from .tvm_target import tvm_target
 
 #: dlight's GPU rules, most specific first; the fallback takes any loop nest.
 DLIGHT_RULES = ("Matmul", "GEMV", "Reduction", "GeneralReduction", "Fallback")

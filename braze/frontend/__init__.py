@@ -1,6 +1,6 @@
 """ONNX frontend: the only package that imports onnx."""
 
-from .importer import import_onnx, load_model, parse_shape_bindings
+from .importer import import_model, import_onnx, load_model, parse_shape_bindings
 from .registry import supported_op_types
 
 
@@ -9,4 +9,4 @@ def onnx_version() -> str:
 
     return onnx.__version__
 
-__all__ = ["import_onnx", "load_model", "parse_shape_bindings", "onnx_version", "supported_op_types"]
+__all__ = ["import_model", "import_onnx", "load_model", "parse_shape_bindings", "onnx_version", "supported_op_types"]

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 import onnx
 
 from ..errors import DynamicShapeError
+from ..ir import Module
+from .importer import import_onnx
 
 #: At most this many gears in one artifact (ATC's bound too).
 MAX_GEARS = 100
@@ -71,6 +73,11 @@ def parse_gears(model: onnx.ModelProto, dynamic_batch=None, dynamic_dims=None, g
     for g in found:
         gear_shapes(model, g)  # every dynamic dimension bound, or the error says which is not
     return found
+
+
+def import_gears(model: onnx.ModelProto, gears: list[Gear]) -> list[tuple[Gear, Module]]:
+    """The model imported once per gear, each with that gear's input shapes."""
+    return [(g, import_onnx(model, gear_shapes(model, g))) for g in gears]
 
 
 def dynamic_dims_of(model: onnx.ModelProto) -> list[tuple[str, int, str]]:

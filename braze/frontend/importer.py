@@ -92,8 +92,13 @@ def import_onnx(source, input_shapes=None, override_shapes: bool = False) -> Mod
     Module. ``input_shapes`` binds input dimensions (``{"x": (1, 3, 224,
     224)}`` or ``["x=1x3x224x224"]``); only dynamic ones, unless
     ``override_shapes``."""
-    model = load_model(source)
-    return Importer(model, parse_shape_bindings(input_shapes, override_shapes)).run()
+    return import_model(load_model(source), parse_shape_bindings(input_shapes, override_shapes))
+
+
+def import_model(model: onnx.ModelProto, input_shapes=None) -> Module:
+    """``import_onnx`` of a ModelProto that ``load_model`` gave, without a
+    copy: binding the input shapes edits its graph, so import it only once."""
+    return Importer(model, parse_shape_bindings(input_shapes)).run()
 
 
 class Importer(SubgraphImporter):

@@ -31,8 +31,8 @@ chains the blocked layout ``(N, C/b, H, W, b)`` (docs/passes.md, "layout"):
 
 The block is the target's float32 vector lanes (``block``). A tensor whose
 channels it does not divide is padded up to whole blocks when that adds at
-most a third (24 -> 32, 40 -> 48, 72 -> 80 channels with AVX-512's 16
-lanes: whole vectors, where half blocks ran every FMA at half width), else
+most ``MAX_PADDING`` of them (a third: 24 -> 32 channels with AVX-512's 16
+lanes; whole vectors, where half blocks would run every FMA at half width), else
 takes half a block if that divides, else stays plain. A padded tensor's
 padding channels hold zeros as they leave a conv (its weights and bias get
 zero rows, and zero columns for a padded input, at compile time); the ops
@@ -53,13 +53,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from ..ir import Builder, Module, Operation, Value, constant_value
+from ..ir import Module, Operation, Value, constant_value
 from ..ir.ops.conv import is_depthwise
-from ..ir.ops.layout import to_blocked_array
 from ..ir.registry import Kind, lookup
-from ..ir.types import Location
 from .canonicalize import per_channel
-from .layout_blocks import INT8_GROUP, blocking, channel_block, integer_conv, pad_vector, padded_weights
+from .layout_blocks import INT8_GROUP, POOLS, blocking, channel_block, integer_conv, padding_fill
+from .layout_rewrite import rewrite
 from .dce import prune_blobs
 from .manager import Pass, register_pass
 from .rewrite import remove_dead
@@ -86,7 +85,7 @@ class Layout(Pass):
                 chains = _Chains(module, func, self.block, skip=narrow)
             kept = chains.kept(self.min_convs)
             if kept:
-                _rewrite(module, func, chains, kept)
+                rewrite(module, func, chains, kept)
                 remove_dead(func.body)
                 changed = True
         if changed:
@@ -99,16 +98,8 @@ _BINARY = frozenset({"math.add", "math.sub", "math.mul", "math.div", "math.max",
                      "math.prelu"})
 #: quantize and dequantize: elementwise in x, their scale and zero point constants (scalar or per channel)
 _QUANT = frozenset({"quant.quantize", "quant.dequantize"})
-#: pools over the two spatial dims, blocked as 3-D pools with a window of 1 along the block
-_POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
 #: reductions over both spatial dims (keepdims): a global pool, blocked as it is
 _REDUCTIONS = frozenset({"reduce.mean", "reduce.max", "reduce.min", "reduce.sum"})
-
-
-def _constant_fill(name: str, index: int) -> float:
-    """What a per-channel constant's padding holds: zero, or one as a
-    divisor (a quantize's scale divides)."""
-    return 1.0 if name in ("math.div", "quant.quantize") and index == 1 else 0.0
 
 
 def _per_channel_shape(small: tuple, shape: tuple) -> bool:
@@ -190,7 +181,7 @@ class _Chains:
                 elif c is not None:
                     if per_channel(c, 4, 1, shape[1]) is None:
                         return None
-                    fills.append(float(c.reshape(-1)[0]) if c.size == 1 else _constant_fill(op.name, i))
+                    fills.append(float(c.reshape(-1)[0]) if c.size == 1 else padding_fill(op.name, i))
                 elif not fits:
                     return None
                 else:  # converted: zeros in its padding; a runtime scalar: unknown
@@ -207,7 +198,7 @@ class _Chains:
             if padded or any(s % block for s in attrs["sizes"]):
                 return None
             return [(block, r.type.shape[1], 0.0) for r in op.results]
-        if op.name in _POOLS:
+        if op.name in POOLS:
             # a max over a window of padding is its value; an average, where it
             # counts the border's zeros, only when that is zero
             return [(block, lanes, fill)] if op.name == "nn.max_pool" or fill == 0.0 else None
@@ -266,9 +257,8 @@ class _Chains:
         AVX-512's 16 lanes) that feed no other conv of their chain: their
         kernel would run on half-width vectors, where the plain rules pad
         the channels to whole vectors; and converting their output back
-        costs what converting their input does (a classifier conv:
-        SqueezeNet's 512 -> 1000, in blocks of 8 before padding, ran 2x
-        onnxruntime's time blocked)."""
+        costs what converting their input does (a classifier conv, 512 ->
+        1000 channels)."""
         ops = {id(op): op for op in self.ops}
         narrow = set()
         for op in self.ops:
@@ -294,96 +284,3 @@ class _Chains:
             root = self._find(k)
             count[root] = count.get(root, 0) + 1
         return {k for k in self.blocks if count.get(self._find(k), 0) >= min_convs}
-
-
-def _rewrite(module: Module, func, chains: _Chains, kept: set[int]) -> None:
-    twins: dict[int, Value] = {}  # id(plain value) -> its blocked twin
-    packed: dict[tuple[int, int], Value] = {}
-    unpacked: dict[int, Value] = {}
-
-    def to_blocked(v: Value, block: int, before: Operation) -> Value:
-        key = (id(v), block)
-        if key not in packed:
-            builder = Builder(module, func.body, before=before)
-            packed[key] = builder.value("layout.to_blocked", [v], {"block": block}, loc=_loc(v, "to_blocked"))
-        return packed[key]
-
-    rewritten = set()
-    for op in chains.ops:
-        if id(op.results[0]) not in kept:
-            continue
-        block = chains.blocks[id(op.results[0])]
-        builder = Builder(module, func.body, before=op)
-        attrs = dict(op.attributes)
-        if op.name == "nn.conv":
-            x = op.operands[0]
-            inner = blocking(x.type.shape[1], chains.block)
-            if id(x) in twins:
-                xb = twins[id(x)]
-            elif inner is not None:
-                xb = to_blocked(x, inner[0], op)
-            elif integer_conv(op):
-                xb = to_blocked(x, INT8_GROUP, op)  # few input channels: whole words of four, zeros after
-            else:
-                xb = x  # few input channels: read plain
-            operands = padded_weights(module, builder, op, xb, chains.lanes[id(op.result)])
-            w = op.operands[1].type.shape
-            if is_depthwise(lookup(op.name).normalize_attrs(attrs)["group"], x.type.shape[1], w[0], w[1]):
-                # a group a channel, padding included
-                attrs["group"] = chains.lanes[id(op.result)]
-            if chains.padded(op.result):  # for the reader of the IR: the channels before padding
-                attrs["braze.channels"] = op.result.type.shape[1]
-            new = [builder.value("nn.conv_blocked", [xb, *operands], {**attrs, "block": block}, loc=op.loc)]
-        elif op.name in _POOLS:
-            a = lookup(op.name).normalize_attrs(attrs)
-            pads = tuple(a["pads"])
-            window = {"kernel": (*a["kernel"], 1), "strides": (*a["strides"], 1),
-                      "dilations": (*a["dilations"], 1), "pads": (*pads[:2], 0, *pads[2:], 0)}
-            new = [builder.value(op.name, [twins[id(op.operands[0])]], {**attrs, **window}, loc=op.loc)]
-        elif op.name == "tensor.split":
-            sizes = tuple(s // block for s in lookup(op.name).normalize_attrs(attrs)["sizes"])
-            new = builder.create(op.name, [twins[id(op.operands[0])]], {**attrs, "sizes": sizes}, loc=op.loc).results
-        else:
-            operands = []
-            for v in op.operands:
-                if id(v) in twins:
-                    operands.append(twins[id(v)])
-                elif v.type.size == 1:
-                    operands.append(v)  # a scalar broadcasts as it is
-                elif constant_value(v, module) is None:  # a plain value from outside the chain
-                    operands.append(to_blocked(v, block, op))
-                else:  # a per-channel constant, re-laid out now
-                    c = per_channel(constant_value(v, module), 4, 1, op.result.type.shape[1])
-                    lanes = chains.lanes[id(op.results[0])]
-                    c = pad_vector(c, lanes, _constant_fill(op.name, op.operands.index(v)))
-                    shaped = to_blocked_array(np.ascontiguousarray(c).reshape(1, -1, 1, 1), block)
-                    operands.append(builder.const(np.ascontiguousarray(shaped), v.name, v.owner.loc))
-            new = [builder.value(op.name, operands, attrs, loc=op.loc)]
-        for r, twin in zip(op.results, new):
-            twins[id(r)] = twin
-        rewritten.add(id(op))
-    # plain users of a blocked value read it converted back
-    for op in list(func.body.ops):
-        if id(op) in rewritten:
-            continue
-        for i, v in enumerate(op.operands):
-            if id(v) in twins and twins[id(v)] is not v:
-                if id(v) not in unpacked:
-                    after = twins[id(v)].owner
-                    builder = Builder(module, func.body, before=_next(func, after))
-                    back = {"channels": v.type.shape[1]} if chains.padded(v) else {}
-                    unpacked[id(v)] = builder.value("layout.from_blocked", [twins[id(v)]], back,
-                                                    loc=_loc(v, "from_blocked"))
-                op.set_operand(i, unpacked[id(v)])
-
-
-def _next(func, op: Operation) -> Operation:
-    ops = func.body.ops
-    return ops[func.body.index(op) + 1]
-
-
-def _loc(v: Value, transform: str) -> Location:
-    """Where an inserted layout transform comes from: ``<producer node>/<transform>``."""
-    owner = v.owner
-    source = owner.loc.name if owner is not None and owner.loc is not None else (v.name or "input")
-    return Location(f"{source}/{transform}", "Layout")

@@ -4,6 +4,8 @@ explain``'s layout line)."""
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from ..ir import Builder, Module, Operation, Value, constant_value
@@ -13,6 +15,13 @@ from ..ir.ops.layout import blocks_of
 #: which one dot-product step takes (VPDPBUSD): its input blocks are
 #: multiples of it
 INT8_GROUP = 4
+#: the narrowest channel block: four float32 lanes, the narrowest vector of any CPU target
+MIN_BLOCK = 4
+#: the share of a tensor's channels that padding to whole blocks may add:
+#: up to it, full-width vectors with some zero lanes beat half-width ones
+MAX_PADDING = Fraction(1, 3)
+#: pools over the two spatial dims, blocked as 3-D pools with a window of 1 along the block
+POOLS = frozenset({"nn.max_pool", "nn.avg_pool"})
 
 
 def integer_conv(op: Operation) -> bool:
@@ -23,19 +32,19 @@ def integer_conv(op: Operation) -> bool:
 
 def channel_block(channels: int, block: int) -> int | None:
     """The block a tensor of ``channels`` takes without padding: ``block``,
-    else half of it (not under 4), else None."""
+    else half of it (not under ``MIN_BLOCK``), else None."""
     for b in (block, block // 2):
-        if b >= 4 and channels % b == 0:
+        if b >= MIN_BLOCK and channels % b == 0:
             return b
     return None
 
 
 def blocking(channels: int, block: int) -> tuple[int, int] | None:
     """(block, padded channels) for a tensor of ``channels``: whole blocks;
-    else whole blocks padded, if that adds at most a third of the channels;
-    else half blocks; else None (it stays plain)."""
+    else whole blocks padded, if that adds at most ``MAX_PADDING`` of the
+    channels; else half blocks; else None (it stays plain)."""
     padded = blocks_of(channels, block) * block
-    if 3 * padded <= 4 * channels:
+    if padded - channels <= MAX_PADDING * channels:
         return block, padded
     half = channel_block(channels, block)
     return (half, channels) if half is not None else None
@@ -66,6 +75,12 @@ def summary_line(summary: dict) -> str:
     return (f"layout: {summary['blocked_convs']} of {summary['blocked_convs'] + summary['plain_convs']} convs "
             f"blocked ({blocks}{padded}), {summary['to_blocked']} to_blocked and {summary['from_blocked']} "
             f"from_blocked transforms")
+
+
+def padding_fill(name: str, index: int) -> float:
+    """What a per-channel constant's padding holds: zero, or one as a
+    divisor (a quantize's scale divides)."""
+    return 1.0 if name in ("math.div", "quant.quantize") and index == 1 else 0.0
 
 
 def pad_vector(c: np.ndarray, lanes: int, fill: float = 0.0) -> np.ndarray:

@@ -73,7 +73,8 @@ BLACK_OPS = frozenset({"nn.softmax", "nn.log_softmax", "nn.layer_norm", "nn.inst
 LISTS = ("white-list", "black-list", "gray-list")
 
 #: ``braze verify``'s default tolerance per 16-bit dtype (relative to
-#: max(1, |output|max)): measured on the public models (docs/usage.md).
+#: max(1, |output|max)): above the rounding the dtype leaves on the public
+#: models (docs/usage.md).
 TOLERANCES = {"f32": 1e-4, "f16": 5e-2, "bf16": 2.5e-1}
 
 

@@ -40,8 +40,8 @@ reason is recorded on the op (``braze.quant = "kept: ..."``):
 - ``batched weight``: a matmul's weight must be 2-D;
 - ``no int8 conv (matmul) kernel on this target``: the pass's ``convs``
   (``matmuls``) option is off. The pipeline turns convs off on CPUs
-  without VNNI (the exact AVX2 int8 conv is slower than the float one) and
-  both on non-CPU targets.
+  without VNNI (with no int8 dot product, the exact int8 conv does not beat
+  the float one) and both on non-CPU targets.
 
 An int8 input is moved to uint8 (``x + 128``, with ``zx + 128``). The pass
 runs first, at fusion levels 1 to 3, before constant folding turns the
@@ -81,7 +81,7 @@ class FoldQuant(Pass):
 
     name: ClassVar[str] = "fold-quant"
     title: ClassVar[str] = "FoldQuant"
-    #: fold convs (matmuls): off where the target has no int8 kernel faster than its float one
+    #: fold convs (matmuls): off where the target's int8 kernel would not beat its float one
     convs: bool = True
     matmuls: bool = True
 

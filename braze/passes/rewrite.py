@@ -66,6 +66,11 @@ class Rewriter:
         return op.result
 
 
+#: elements a folded result may always have; beyond it, at most twice its
+#: inputs' (a small constant is not traded for a huge one, e.g. a broadcast scalar)
+FOLD_FREE_ELEMENTS = 1 << 16
+
+
 def fold_constants(op: Operation, rw: Rewriter) -> list[Value] | None:
     """Replace an op whose operands are all constants by constants."""
     if op.name == "const" or op.regions or not op.results:
@@ -77,8 +82,7 @@ def fold_constants(op: Operation, rw: Rewriter) -> list[Value] | None:
     out = fold_op(op, rw.module, inputs)
     if out is None:
         return None
-    # Do not trade a small constant for a huge one (e.g. broadcasting a scalar).
-    if sum(a.size for a in out) > max(1 << 16, 2 * sum(x.size for x in inputs if x is not None)):
+    if sum(a.size for a in out) > max(FOLD_FREE_ELEMENTS, 2 * sum(x.size for x in inputs if x is not None)):
         return None
     return [rw.const(a, f"{op.loc.name}.folded" if op.loc else None) for a in out]
 

@@ -113,11 +113,6 @@ class Artifact:
         _LIBRARIES[key] = library
         return library
 
-    def check_inputs(self, inputs: dict) -> list[np.ndarray]:
-        """The inputs as arrays in the model's order; InputError if a name,
-        shape (no gear's) or dtype is not the model's."""
-        return self._prepare(inputs)[1]
-
     def gear_for(self, inputs: dict) -> dict | None:
         """The gear whose input shapes ``inputs`` have (None without gears);
         InputError listing the gears if none has."""

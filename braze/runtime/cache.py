@@ -10,7 +10,36 @@ import json
 import os
 
 from ..errors import ArtifactError
+from ..ir import print_module
+from ..version import __version__
 from .artifact import Artifact, load
+from .manifest import tvm_version
+
+
+def build_key(modules: list, target, level: int, schedules: dict, tuning) -> str:
+    """The key of a compile of ``modules`` (``[(gear or None, Module), ...]``,
+    after the passes): their IR and weights, the target, the level, the
+    pinned schedules, braze's code generator and the tuning database."""
+    module = modules[0][1]
+    settings = {"target": target.to_dict(), "level": level, "braze": __version__, "tvm": tvm_version(),
+                "schedules": schedules or {}, "codegen": codegen_fingerprint(),
+                "tuning": tuning.fingerprint() if tuning else None}
+    if len(modules) > 1:
+        settings["gears"] = [(gear.name, print_module(m)) for gear, m in modules]
+    return cache_key(print_module(module), module.blobs, settings)
+
+
+def codegen_fingerprint() -> str:
+    """A digest of braze's code generator sources (lowerings, schedules):
+    the cache's entries stop matching when the generated code would change
+    for the same IR."""
+    import pathlib
+
+    root = pathlib.Path(__file__).parent.parent / "codegen"
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def cache_key(ir_text: str, blobs: dict, settings: dict) -> str:

@@ -197,11 +197,10 @@ def gpu_arch() -> str | None:
 
 
 def host() -> dict:
-    """Every detected field of the ``cpu`` descriptor."""
-    from .isa import host_mattr
-
+    """Every detected field of the ``cpu`` descriptor but ``mattr``
+    (``isa.host_mattr``: it needs the ISA tables, which need this module)."""
     mcpu = llvm_cpu()
-    return {"mcpu": mcpu, "mtriple": llvm_triple(), "mattr": host_mattr(mcpu), "num_cores": cores(),
+    return {"mcpu": mcpu, "mtriple": llvm_triple(), "num_cores": cores(),
             "vector_bits": vector_bits(mcpu=mcpu),
             "vector_registers": vector_registers(mcpu=mcpu),
             "fma_units": fma_units(mcpu, vector_bits(mcpu=mcpu)), **caches()}

@@ -111,22 +111,3 @@ def missing(requires: dict) -> str | None:
     if any(f in ON_REQUEST for f in requires.get("features", [])) and not amx_permitted():
         return f"({arch}, AMX), and the OS refused this process AMX tile state (arch_prctl ARCH_REQ_XCOMP_PERM)"
     return None
-
-
-def fitting_targets() -> list[str]:
-    """The built-in portable CPU targets this machine runs, widest first."""
-    from . import available, get_target
-
-    fits = []
-    for name in available():
-        target = get_target(name)
-        if target.family == "cpu" and name != "cpu" and missing(requirements(target)) is None:
-            fits.append((target.vector_bits, name))
-    return [name for _, name in sorted(fits, reverse=True)]
-
-
-def advice() -> str:
-    """What to do about an artifact this machine cannot run."""
-    portable = fitting_targets()
-    choices = (f"`--target {portable[0]}` (portable) or " if portable else "") + "`--target cpu` (this machine)"
-    return f"rebuild it with `braze compile` for a target this machine runs: {choices}"

@@ -51,7 +51,7 @@ def explicit_pin(kernel: Kernel) -> dict:
 def compile_alone(kernel: Kernel, func, target):
     import tvm
 
-    from ..codegen.target import tvm_target
+    from ..codegen.tvm_target import tvm_target
 
     return tvm.compile(tvm.IRModule({kernel.name: func}), target=tvm_target(target)).jit()
 

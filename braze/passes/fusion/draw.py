@@ -215,9 +215,20 @@ def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] |
     values between them as edges, laid out top to bottom in layers by
     grandalf's Sugiyama layout: one ``<g class="kernel">`` per kernel, one
     ``<path class="edge">`` per edge."""
-    from grandalf.graphs import Edge, Graph, Vertex
-    from grandalf.layouts import SugiyamaLayout
+    nodes = _graph_nodes(func, kernels, number, times, names)
+    vertices, edges, width, height = _lay_out(nodes, _graph_edges(func, kernels, number))
+    out = [f'<svg class="graph" width="{width + 20:.0f}" '
+           f'height="{height + 20:.0f}" viewBox="-10 -10 {width + 20:.0f} {height + 20:.0f}">',
+           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
+           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>']
+    out += [_svg_edge(e) for e in edges]
+    out += [_svg_node(key, nodes[key], v.view) for key, v in vertices.items()]
+    out.append("</svg>")
+    return "\n".join(out)
 
+
+def _graph_nodes(func: Func, kernels: list, number: dict, times, names) -> dict[str, dict]:
+    """Node key -> its label, kind and tooltip: the inputs, the kernels, the outputs."""
     names = {id(op): name for op, name in zip((op for op in kernels if not op.name.startswith("cf.")), names or [])}
     nodes: dict[str, dict] = {}
     for a in func.args:
@@ -226,7 +237,11 @@ def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] |
         nodes[f"k{number[id(op)]}"] = _kernel_node(op, number, names, times)
     for n, v in zip(func.result_names, func.outputs):
         nodes[f"out:{n}"] = {"label": n, "kind": "output", "tip": f"output {n}: {shape_text(v.type)}"}
-    edges = []
+    return nodes
+
+
+def _graph_edges(func: Func, kernels: list, number: dict) -> list[tuple[str, str]]:
+    """(source node, target node) of every value between two nodes, once each."""
 
     def node_of(v: Value) -> str | None:
         v = source(v)
@@ -239,6 +254,7 @@ def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] |
             op = op.parent.parent.parent
         return f"k{number[id(op)]}" if id(op) in number else None
 
+    edges = []
     for op in kernels:
         for v in dict.fromkeys(op.operands):
             src = node_of(v)
@@ -248,7 +264,15 @@ def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] |
         src = node_of(v)
         if src is not None:
             edges.append((src, f"out:{n}"))
-    edges = list(dict.fromkeys(edges))
+    return list(dict.fromkeys(edges))
+
+
+def _lay_out(nodes: dict[str, dict], edges: list[tuple[str, str]]):
+    """(vertices by key, edges, width, height): grandalf's Sugiyama layout of
+    each connected piece, the pieces side by side."""
+    from grandalf.graphs import Edge, Graph, Vertex
+    from grandalf.layouts import SugiyamaLayout
+
     vertices = {key: Vertex(key) for key in nodes}
     for key, v in vertices.items():
         v.view = _Box(max(60, _CHAR_W * len(nodes[key]["label"]) + 16), _NODE_H)
@@ -259,7 +283,7 @@ def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] |
         graph_edges.append(e)
     graph = Graph(list(vertices.values()), graph_edges)
     x0 = 0.0
-    for component in graph.C:  # each connected piece laid out on its own, side by side
+    for component in graph.C:
         layout = SugiyamaLayout(component)
         layout.xspace, layout.yspace = _GAP, _GAP + _NODE_H
         layout.init_all()
@@ -271,34 +295,31 @@ def svg_graph(func: Func, kernels: list, number: dict, times: dict[str, float] |
         for e in component.sE:
             e.view.points = [(x + shift, y) for x, y in e.view.points]
         x0 = max(v.view.xy[0] + v.view.w / 2 for v in component.sV) + 2 * _GAP
-    width = x0
     height = max(v.view.xy[1] + v.view.h / 2 for v in vertices.values()) + _GAP
-    out = [f'<svg class="graph" width="{width + 20:.0f}" '
-           f'height="{height + 20:.0f}" viewBox="-10 -10 {width + 20:.0f} {height + 20:.0f}">',
-           '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" '
-           'orient="auto-start-reverse"><path d="M 0 0 L 10 5 L 0 10 z" fill="#666"/></marker></defs>']
-    for e in graph_edges:
-        points = list(e.view.points or [e.v[0].view.xy, e.v[1].view.xy])
-        a, b = e.v[0].view, e.v[1].view  # from the source's bottom edge to the target's top edge
-        points[0] = (points[0][0], a.xy[1] + a.h / 2)
-        points[-1] = (points[-1][0], b.xy[1] - b.h / 2)
-        d = " ".join(f"{'M' if i == 0 else 'L'} {x:.1f} {y:.1f}" for i, (x, y) in enumerate(points))
-        out.append(f'<path class="edge" d="{d}" fill="none" stroke="#666" marker-end="url(#arrow)"/>')
-    for key, v in vertices.items():
-        node = nodes[key]
-        x, y = v.view.xy
-        w, h = v.view.w, v.view.h
-        kind = node["kind"]
-        fill = {"input": "#ffffff", "output": "#ffffff"}.get(kind, node.get("fill", GREY))
-        radius = 16 if kind in ("input", "output") else 5
-        out.append(f'<g class="{"kernel" if kind == "kernel" else "io"}" data-name="{_e(node.get("name", key))}">'
-                   f"<title>{_e(node['tip'])}</title>"
-                   f'<rect x="{x - w / 2:.1f}" y="{y - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{radius}" '
-                   f'fill="{fill}" stroke="#555"/>'
-                   f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle" font-size="12">{_e(node["label"])}</text>'
-                   "</g>")
-    out.append("</svg>")
-    return "\n".join(out)
+    return vertices, graph_edges, x0, height
+
+
+def _svg_edge(e) -> str:
+    points = list(e.view.points or [e.v[0].view.xy, e.v[1].view.xy])
+    a, b = e.v[0].view, e.v[1].view  # from the source's bottom edge to the target's top edge
+    points[0] = (points[0][0], a.xy[1] + a.h / 2)
+    points[-1] = (points[-1][0], b.xy[1] - b.h / 2)
+    d = " ".join(f"{'M' if i == 0 else 'L'} {x:.1f} {y:.1f}" for i, (x, y) in enumerate(points))
+    return f'<path class="edge" d="{d}" fill="none" stroke="#666" marker-end="url(#arrow)"/>'
+
+
+def _svg_node(key: str, node: dict, box) -> str:
+    x, y = box.xy
+    w, h = box.w, box.h
+    kind = node["kind"]
+    fill = {"input": "#ffffff", "output": "#ffffff"}.get(kind, node.get("fill", GREY))
+    radius = 16 if kind in ("input", "output") else 5
+    return (f'<g class="{"kernel" if kind == "kernel" else "io"}" data-name="{_e(node.get("name", key))}">'
+            f"<title>{_e(node['tip'])}</title>"
+            f'<rect x="{x - w / 2:.1f}" y="{y - h / 2:.1f}" width="{w:.1f}" height="{h:.1f}" rx="{radius}" '
+            f'fill="{fill}" stroke="#555"/>'
+            f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle" font-size="12">{_e(node["label"])}</text>'
+            "</g>")
 
 
 def _kernel_node(op: Operation, number: dict, names: dict, times: dict | None) -> dict:

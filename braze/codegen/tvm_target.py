@@ -1,4 +1,4 @@
-"""Descriptor -> TVM target."""
+"""braze target descriptor (braze/targets/) -> TVM target."""
 
 from __future__ import annotations
 

@@ -50,6 +50,7 @@ def main() -> int:
     ap.add_argument("folder", type=Path, nargs="?", default=Path.home() / ".cache" / "braze-models")
     ap.add_argument("--base", type=Path, required=True, help="the other checkout of braze (A)")
     ap.add_argument("--models", required=True, help="comma-separated model names in the folder")
+    ap.add_argument("--base-label", help="what to call A (default: its git commit)")
     ap.add_argument("--level", type=int, default=2)
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--phases", type=int, default=10)
@@ -59,8 +60,8 @@ def main() -> int:
     from braze.timing import Engine, time_alone
 
     here = Path(__file__).resolve().parent.parent
-    base_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.base, capture_output=True,
-                                 text=True).stdout.strip() or str(args.base)
+    base_commit = args.base_label or subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=args.base,
+                                                    capture_output=True, text=True).stdout.strip() or str(args.base)
     labels = (f"braze {base_commit}", "braze")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -29,9 +29,9 @@ pytest.importorskip("tornado")  # TVM's tracker needs it
 
 from braze.codegen.remote import Tracker, require_servers
 from braze.errors import RemoteError
-from test_tuning import mlp
+from models import mlp
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KEY = "braze-test"
 #: Bounds on the processes this file starts (seconds).
 START_S, TUNE_S = 60, 300

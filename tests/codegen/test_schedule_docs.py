@@ -4,7 +4,7 @@ from pathlib import Path
 
 from braze.codegen.schedules.doc import BEGIN, END, rule_table_markdown
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "schedules.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "schedules.md"
 
 
 def test_schedule_rule_table_is_current():

@@ -23,7 +23,7 @@ from braze.targets import advice, detect, get_target
 from braze.targets.isa import FEATURES, host_features, host_mattr, missing, requirements
 from onnx_check import run_ort
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 NAMED = ["cpu-avx2", "cpu-avx512", "cpu-neon"]
 RNG = np.random.default_rng(0)
 

@@ -14,7 +14,7 @@ import pytest
 
 from models import tiny
 
-TESTS = Path(__file__).parent
+TESTS = Path(__file__).parents[1]
 
 # An MLP with 2 MB of weights: a compile that kept its weights alive would
 # grow by that much each time.

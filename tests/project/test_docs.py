@@ -4,7 +4,7 @@ from pathlib import Path
 
 from braze.ir.doc import BEGIN, END, op_table_markdown
 
-DOCS = Path(__file__).parent.parent / "docs"
+DOCS = Path(__file__).parents[2] / "docs"
 
 
 def test_ir_op_table_is_current():
@@ -27,7 +27,7 @@ def test_conformance_table_is_the_results_file():
     import importlib.util
     import json
 
-    path = Path(__file__).parent.parent / "benchmarks" / "conformance.py"
+    path = Path(__file__).parents[2] / "benchmarks" / "conformance.py"
     spec = importlib.util.spec_from_file_location("conformance_script", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
@@ -54,7 +54,7 @@ def _run_blocks(tmp_path, bash: list[str], python: list[str]) -> str:
 
     # braze/ here is the package itself (so braze/data is the shipped models, and `import braze` from
     # this folder finds the package, not a bare folder of that name)
-    (tmp_path / "braze").symlink_to(Path(__file__).parent.parent / "braze")
+    (tmp_path / "braze").symlink_to(Path(__file__).parents[2] / "braze")
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(["bash", "-c", "set -e\n" + "\n".join(bash)], cwd=tmp_path, capture_output=True, text=True,
                           timeout=900, env=env)
@@ -68,7 +68,7 @@ def _run_blocks(tmp_path, bash: list[str], python: list[str]) -> str:
 
 def test_readme_tour_runs_as_written(tmp_path):
     """Every command of README.md's tour, and its Python snippet."""
-    text = (Path(__file__).parent.parent / "README.md").read_text()
+    text = (Path(__file__).parents[2] / "README.md").read_text()
     assert len(text.splitlines()) <= 90
     tour = text[text.index("## A tour"):]
     out = _run_blocks(tmp_path, _blocks(tour, "bash")[:1], _blocks(tour, "python"))
@@ -117,4 +117,26 @@ def test_relative_links_resolve():
                 broken.append(f"{path.name}: {target} (no such file)")
             elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest.read_text()):
                 broken.append(f"{path.name}: {target} (no such heading)")
+    assert not broken, "\n".join(broken)
+
+
+def test_sections_cited_from_code_exist():
+    """Code, benchmarks and tests cite docs as ``docs/NAME.md, "Section"``: each names a heading
+    (or a paragraph's bold lead) of that doc."""
+    import re
+
+    root = DOCS.parent
+    broken = []
+    for path in sorted([*root.glob("braze/**/*.py"), *root.glob("benchmarks/**/*.py"), *root.glob("tests/**/*.py")]):
+        text = path.read_text()
+        for doc, section in re.findall(r"(docs/[a-z][a-z0-9_-]*\.md),\s*\"\s*([^\"]+?)\s*\"", text):
+            section = " ".join(section.split())
+            target = root / doc
+            if not target.exists():
+                broken.append(f"{path.relative_to(root)}: {doc} (no such file)")
+                continue
+            body = target.read_text()
+            titles = re.findall(r"^#+\s*(.+)$", body, re.M) + re.findall(r"^\*\*([^*]+)\*\*", body, re.M)
+            if not any(section.lower() in " ".join(t.split()).lower() for t in titles):
+                broken.append(f"{path.relative_to(root)}: {doc}, \"{section}\" (no such section)")
     assert not broken, "\n".join(broken)

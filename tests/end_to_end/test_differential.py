@@ -1,4 +1,4 @@
-"""Differential testing: random small ONNX graphs (tests/random_graphs.py),
+"""Differential testing: random small ONNX graphs (tests/support/random_graphs.py),
 compiled by braze at fusion levels 0 to 3, each compared with onnxruntime.
 
 The run is fixed (``derandomize``: the same graphs every time) and small
@@ -28,7 +28,7 @@ from random_graphs import models, shapes
 
 LEVELS = (0, 1, 2, 3)
 TOLERANCE = 1e-4  # `braze verify`'s: max error <= 1e-4 * max(1, max|reference|), per output
-REGRESSIONS = Path(__file__).parent / "regressions"
+REGRESSIONS = Path(__file__).parents[1] / "regressions"
 EXAMPLES = int(os.environ.get("BRAZE_DIFF_EXAMPLES", "0"))
 onnxruntime.set_default_logger_severity(3)  # random graphs may leave a weight unused: not worth a warning
 

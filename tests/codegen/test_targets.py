@@ -184,7 +184,7 @@ def test_roofline_figures():
     (k,) = estimate_module(module, target).kernels
     assert k.cube_flops == 2 * 2048 ** 3 and k.bound == "cube"
     ideal = k.cube_flops / (24 * 16 ** 3 * 2 * 1850e6) * 1e6  # 24 cores x 16x16x16 MACs at 1850 MHz
-    assert ideal <= k.roofline_us <= 1.25 * ideal  # the launch cost is on top (tests/test_launch_cost.py)
+    assert ideal <= k.roofline_us <= 1.25 * ideal  # the launch cost is on top (tests/passes/test_launch_cost.py)
     # fusion saves traffic: the same model estimates faster fused
     fused = estimate_module(fuse_only(str(tiny("bert-tiny")), 2)[0], target)
     unfused = estimate_module(fuse_only(str(tiny("bert-tiny")), 0)[0], target)

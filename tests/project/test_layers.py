@@ -11,7 +11,7 @@ between top-level modules, through any import at all.
 import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent / "braze"
+ROOT = Path(__file__).resolve().parents[2] / "braze"
 
 #: Lowest first. A layer is (names of top-level modules or packages, open):
 #: in an open layer its members may import each other.

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from braze.errors import ParseError, VerifyError
 from braze.ir import parse_module, print_module, verify
 
-SEED_TEXT = (Path(__file__).parent / "golden/ir/roundtrip.mlir").read_text().split("// CHECK:")[1]
+SEED_TEXT = (Path(__file__).parents[1] / "golden/ir/roundtrip.mlir").read_text().split("// CHECK:")[1]
 
 TOKENS = ['func.func', '@main', '(', ')', '{', '}', '[', ']', '<', '>', ',', ':', '=', '->', '%0', '%x',
           '"math.add"', '"const"', '"fuse.group"', '"func.return"', 'tensor<2x3xf32>', 'tensor<f32>',

@@ -6,31 +6,13 @@ import json
 import os
 
 import numpy as np
-import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
 
 from braze.cli import main
 from braze.compiler import compile as braze_compile
 from braze.errors import TuningError
 from braze.measure import compare, run_onnxruntime
-
-
-def mlp(path, m=32, k=64, n=64, layers=1, seed=0):
-    """x[m,k] -> (MatMul + bias, ReLU) x layers; the same shapes in each layer."""
-    rng = np.random.default_rng(seed)
-    nodes, inits, x = [], [], "x"
-    for i in range(layers):
-        inits += [numpy_helper.from_array(rng.standard_normal((k, n)).astype(np.float32) / 8, f"W{i}"),
-                  numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), f"b{i}")]
-        nodes += [helper.make_node("MatMul", [x, f"W{i}"], [f"mm{i}"], name=f"mm{i}"),
-                  helper.make_node("Add", [f"mm{i}", f"b{i}"], [f"add{i}"], name=f"bias{i}"),
-                  helper.make_node("Relu", [f"add{i}"], [f"y{i}"], name=f"relu{i}")]
-        x = f"y{i}"
-    graph = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [m, k])],
-                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, [m, n])], inits)
-    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
-    return str(path)
+from models import mlp
 
 
 @pytest.fixture(scope="module")

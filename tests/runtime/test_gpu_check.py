@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 SCRIPTS = ROOT / "benchmarks" / "gpu_check"
 LIMIT = 64 << 20  # what a device run can carry
 

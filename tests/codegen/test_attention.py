@@ -2,7 +2,7 @@
 against onnxruntime (opset 23) and onnx's reference (opsets 24-25), its
 workspace, the IR text, typed refusals, and the CUDA and Ascend-like paths.
 
-Most cases use heads of 64; onnx's own node tests (tests/test_conformance.py)
+Most cases use heads of 64; onnx's own node tests (tests/frontend/test_conformance.py)
 run the flash kernel on their odd head sizes too."""
 
 import numpy as np

@@ -21,7 +21,7 @@ from braze.runtime import load
 from models import DATA, tiny
 from models import assert_close
 
-ROOT = Path(__file__).parent.parent
+ROOT = Path(__file__).parents[2]
 
 
 def _run(braze_run, *args) -> subprocess.CompletedProcess:

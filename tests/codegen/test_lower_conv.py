@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from compiled_check import check_compiled, graph
-from test_convert_conv import POOL_CASES
+from cases import POOL_CASES
 
 CONV_CASES = [
     ("float[2,3,9]", "float[4,3,3]", ""),

@@ -1,4 +1,4 @@
-"""The op families of tests/random_graphs.py: each function draws one op (or a
+"""The op families of tests/support/random_graphs.py: each function draws one op (or a
 short chain) with attributes that fit its operands and adds it to the graph.
 New ops go here, into a family of ``FAMILIES``."""
 

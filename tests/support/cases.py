@@ -1,0 +1,15 @@
+"""Cases shared by the converter and lowering tests."""
+
+#: (input type, attributes) of pooling windows: strides, pads, ceil mode, auto_pad, 1-D and 3-D
+POOL_CASES = [
+    ("float[1,2,9]", "<kernel_shape=[3]>"),
+    ("float[1,2,9]", "<kernel_shape=[2], strides=[2], pads=[1,0]>"),
+    ("float[1,2,7,8]", "<kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1]>"),
+    ("float[1,2,7,8]", "<kernel_shape=[3,2], strides=[2,3], ceil_mode=1>"),
+    ("float[1,2,6,6]", "<kernel_shape=[3,3], strides=[2,2], pads=[1,1,1,1], ceil_mode=1>"),
+    ("float[1,2,5,5]", "<kernel_shape=[2,2], strides=[2,2], pads=[1,1,0,0], ceil_mode=1>"),  # a window past the input
+    ("float[1,2,7,8]", "<kernel_shape=[3,3], strides=[2,3], auto_pad=\"SAME_UPPER\">"),
+    ("float[1,2,7,8]", "<kernel_shape=[2,4], strides=[2,3], auto_pad=\"SAME_LOWER\">"),
+    ("float[1,2,7,8]", "<kernel_shape=[3,3], auto_pad=\"VALID\">"),
+    ("float[1,1,4,5,6]", "<kernel_shape=[2,2,3], strides=[2,1,2], pads=[0,1,1,1,0,1]>"),
+]

@@ -19,7 +19,7 @@ import braze
 from braze.errors import DynamicShapeError, InputError
 from braze.frontend.gears import Gear, gear_shapes, parse_gears
 
-HERE = os.path.join(os.path.dirname(__file__), "dynamic")
+HERE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "dynamic")
 CNN = os.path.join(HERE, "cnn-dyn.onnx")
 BERT = os.path.join(HERE, "bert-dyn.onnx")
 

@@ -26,7 +26,7 @@ from braze.passes import PassManager
 from braze.passes.precision import TOLERANCES
 from braze.targets import get_target
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # tests/
 DATA = os.path.join(HERE, "..", "braze", "data")
 BERT = os.path.join(DATA, "bert-tiny.onnx")
 MOBILENET = os.path.join(DATA, "mobilenetv2-tiny.onnx")

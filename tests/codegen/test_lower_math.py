@@ -13,13 +13,9 @@ from braze.compiler import compile_module
 from braze.ir import parse_module
 from braze.ir.interpret import interpret
 from compiled_check import check_compiled, check_compiled_vs_reference
-from onnx_check import parse
+from onnx_check import model, parse
 
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, 2.5, -2.5]
-
-
-def model(signature: str, body: str, opset: int) -> str:
-    return f'<ir_version: 10, opset_import: ["" : {opset}]> g {signature} {{ {body} }}'
 
 
 def unary(op, dtype="float", out=None, opset=17, kind=""):

@@ -13,7 +13,8 @@ from braze.codegen.schedules.machine import accumulators, lanes, min_accumulator
 from braze.compiler import compile as braze_compile
 from braze.ir import Module
 from braze.targets import detect, get_target
-from test_schedules import _model, _w
+from onnx_check import float_model as _model
+from schedule_check import weight
 
 AVX2 = ("haswell", 256, 16)
 AVX512 = ("skylake-avx512", 512, 32)
@@ -103,7 +104,7 @@ def test_gemm_tile_fits_the_registers(isa, n, expected):
     AVX2, 8 x 32 on AVX-512); 4 k steps a loop body."""
     target = _target(*isa)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [128, 768])], ["out"],
-                   {"w": _w(768, n)})
+                   {"w": weight(768, n)})
     op = _anchor(model, "nn.matmul")
     params = gemm.defaults(op, None, target)
     assert params == expected
@@ -120,7 +121,7 @@ def test_gemm_rows_pad_the_least(isa, m, rows):
     tokens in tiles of 9 (198 rows) rather than 8 (200). AVX2 holds 4."""
     target = _target(*isa)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [m, 768])], ["out"],
-                   {"w": _w(768, 3072)})
+                   {"w": weight(768, 3072)})
     params = gemm.defaults(_anchor(model, "nn.matmul"), None, target)
     assert params["tile_m"] == rows
     nv = params["tile_n"] // lanes(target)
@@ -151,7 +152,7 @@ def test_conv_tiles_fit_the_registers(isa, hw):
     target = _target(*isa)
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], strides=[2, 2],
                                      pads=[1, 1, 1, 1])],
-                   [("x", [1, 64, 2 * hw, 2 * hw])], ["out"], {"w": _w(128, 64, 3, 3)})
+                   [("x", [1, 64, 2 * hw, 2 * hw])], ["out"], {"w": weight(128, 64, 3, 3)})
     op = _anchor(model, "nn.conv")
     p = conv.conv_defaults(op, None, target)
     v = lanes(target)
@@ -173,7 +174,7 @@ def test_pointwise_tiles_fit_the_registers(isa, hw, k, stride):
     channels least, from 8 to 14)."""
     target = _target(*isa)
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1], strides=[stride, stride])],
-                   [("x", [1, 64, stride * hw, stride * hw])], ["out"], {"w": _w(k, 64, 1, 1)})
+                   [("x", [1, 64, stride * hw, stride * hw])], ["out"], {"w": weight(k, 64, 1, 1)})
     op = _anchor(model, "nn.conv")
     assert pointwise.pw_applies(op, None, target)
     p = pointwise.pw_defaults(op, None, target)
@@ -192,7 +193,7 @@ def test_pointwise_rows_pad_the_channels_least(isa, k, rows):
     58 in 5 of 12; AVX2 keeps 6."""
     target = _target(*isa)
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[1, 1])],
-                   [("x", [1, 64, 28, 28])], ["out"], {"w": _w(k, 64, 1, 1)})
+                   [("x", [1, 64, 28, 28])], ["out"], {"w": weight(k, 64, 1, 1)})
     p = pointwise.pw_defaults(_anchor(model, "nn.conv"), None, target)
     assert p["tile_m"] == (6 if isa == AVX2 else rows)
     assert p["tile_m"] * 2 + 2 + 2 <= registers(target)
@@ -202,7 +203,7 @@ def test_pointwise_rows_pad_the_channels_least(isa, k, rows):
 def test_winograd_tile_fits_the_registers(isa):
     target = _target(*isa)
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-                   [("x", [1, 64, 28, 28])], ["out"], {"w": _w(64, 64, 3, 3)})
+                   [("x", [1, 64, 28, 28])], ["out"], {"w": weight(64, 64, 3, 3)})
     op = _anchor(model, "nn.conv")
     p = winograd.defaults(op, None, target)
     nv = p["tile_k"] // lanes(target)
@@ -220,7 +221,7 @@ def _blocked_conv(target, hw, k, stride, c=64, m=128):
                     helper.make_node("Relu", ["a"], ["r"]),
                     helper.make_node("Conv", ["r", "w2"], ["out"], kernel_shape=[k, k], strides=[stride] * 2,
                                      pads=[k // 2] * 4)],
-                   [("x", [1, c, hw * stride, hw * stride])], ["out"], {"w1": _w(c, c, 1, 1), "w2": _w(m, c, k, k)})
+                   [("x", [1, c, hw * stride, hw * stride])], ["out"], {"w1": weight(c, c, 1, 1), "w2": weight(m, c, k, k)})
     module = import_onnx(model)
     PassManager.parse(f"canonicalize,cse,dce,layout{{block={lanes(target)}}}").run(module)
     ops = [op for op in module.main.body.ops if op.name == "nn.conv_blocked"]
@@ -272,7 +273,7 @@ def test_depthwise_columns_follow_the_fma_units(hw, units, tile_w):
     model = _model([helper.make_node("Conv", ["x", "w1"], ["a"], kernel_shape=[1, 1]),
                     helper.make_node("Relu", ["a"], ["r"]),
                     helper.make_node("Conv", ["r", "w2"], ["out"], kernel_shape=[3, 3], pads=[1] * 4, group=c)],
-                   [("x", [1, c, hw, hw])], ["out"], {"w1": _w(c, c, 1, 1), "w2": _w(c, 1, 3, 3)})
+                   [("x", [1, c, hw, hw])], ["out"], {"w1": weight(c, c, 1, 1), "w2": weight(c, 1, 3, 3)})
     module = import_onnx(model)
     PassManager.parse(f"canonicalize,cse,dce,layout{{block={lanes(target)}}}").run(module)
     depthwise = [op for op in module.main.body.ops if op.name == "nn.conv_blocked"][1]
@@ -284,12 +285,13 @@ def test_avx512_kernels_build_on_any_host():
     """Code for the other ISA compiles here (it is run only where the host has it)."""
     target = _target(*AVX512)
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
-                   [("x", [32, 64])], ["out"], {"w": _w(64, 96)})
+                   [("x", [32, 64])], ["out"], {"w": weight(64, 96)})
     art = braze_compile(model, level=2, target=target)
     (params,) = art.kernels[0]["schedule_params"].values()
     assert art.kernels[0]["schedule"] == "gemm" and params["tile_n"] % 16 == 0
     if "avx512f" in detect.cpu_flags():
-        from test_schedules import RNG, run_ort
+        from onnx_check import run_ort
+        from schedule_check import RNG
 
         feeds = {"x": RNG.standard_normal((32, 64)).astype(np.float32)}
         np.testing.assert_allclose(art.run(feeds)["out"], run_ort(model, feeds)["out"], rtol=1e-4, atol=1e-4)

@@ -14,66 +14,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from braze.compiler import compile_module
-from braze.ir import parse_module
 from braze.targets import get_target
-from braze.targets.isa import missing, requirements
-
-RNG = np.random.default_rng(11)
-
-
-def _text(a_shape, k: int, n: int, a_dtype: str = "ui8", epilogue: bool = True) -> str:
-    """``y = nn.matmul(a, w)``, then (``epilogue``) ``f32(y) * s``: ``w``
-    a ``k x n`` int8 constant, ``s`` a per-column float32 scale."""
-    dims = "x".join(map(str, a_shape))
-    out = "x".join(map(str, (*a_shape[:-1], n)))
-    a_t, w_t, y_t, f_t = f"tensor<{dims}x{a_dtype}>", f"tensor<{k}x{n}xi8>", f"tensor<{out}xi32>", f"tensor<{out}xf32>"
-    lines = [f'  %w = "const"() {{value = dense_resource<w>}} : () -> {w_t}',
-             f'  %0 = "nn.matmul"(%a, %w) : ({a_t}, {w_t}) -> {y_t}']
-    if epilogue:
-        lines += [f'  %s = "const"() {{value = dense_resource<s>}} : () -> tensor<{n}xf32>',
-                  f'  %1 = "math.cast"(%0) {{to = "f32"}} : ({y_t}) -> {f_t}',
-                  f'  %2 = "math.mul"(%1, %s) : ({f_t}, tensor<{n}xf32>) -> {f_t}',
-                  f'  "func.return"(%2) : ({f_t}) -> ()']
-    else:
-        lines.append(f'  "func.return"(%0) : ({y_t}) -> ()')
-    result = f_t if epilogue else y_t
-    return "\n".join([f'func.func @main(%a: {a_t}) -> ({result} {{name = "y"}}) {{', *lines, "}"])
-
-
-def _build(a_shape, k: int, n: int, target="cpu", a_dtype: str = "ui8", epilogue: bool = True, schedules=None):
-    """(artifact, run): ``run()`` feeds extreme and random values and
-    checks the result exactly against numpy's int32 product."""
-    w = RNG.integers(-128, 128, (k, n)).astype(np.int8)
-    w[:, 0] = -128  # with A's 255s below: the sums that saturate an int16 pair (VPMADDUBSW's)
-    w[:, 1] = 127
-    s = RNG.uniform(0.5, 2, n).astype(np.float32)
-    module = parse_module(_text(a_shape, k, n, a_dtype, epilogue), blobs={"w": w, "s": s})
-    art = compile_module(module, target=target, level=2, schedules=schedules)
-
-    def run() -> None:
-        low, high = (0, 256) if a_dtype == "ui8" else (-128, 128)
-        a = RNG.integers(low, high, a_shape).astype(np.uint8 if a_dtype == "ui8" else np.int8)
-        a[..., 0, :] = high - 1
-        exact = np.matmul(a.astype(np.int32), w.astype(np.int32))
-        want = exact.astype(np.float32) * s if epilogue else exact
-        np.testing.assert_array_equal(art.run({"a": a})["y"], want)
-
-    return art, run
-
-
-def _runs_here(target) -> bool:
-    return missing(requirements(get_target(target) if isinstance(target, str) else target)) is None
-
-
-def _asm(art) -> str:
-    return "".join(m.inspect_source("asm") for m in art._executable.mod.imports if m.kind == "llvm")
-
-
-def _with(name: str, *features: str):
-    """A named target with LLVM ``features`` added (built on any x86 host)."""
-    return dataclasses.replace(get_target(name), mattr=tuple(f"+{f}" for f in features))
-
+from int8_matmul import RNG, assembly, build_int8_matmul, target_runs_here, target_with
 
 def _host():
     """The host's target less AMX-INT8, whose matmuls the amx_int8 rule
@@ -93,8 +35,8 @@ def _host_rule() -> tuple[str, int] | tuple[None, None]:
 
 @pytest.mark.parametrize("target,rule,lanes", [
     (_host(), *_host_rule()),
-    (_with("cpu-avx512", "avx512vnni"), "vnni", 16),  # Cascade Lake and later Xeons, Zen 4
-    (_with("cpu-avx2", "avxvnni"), "vnni", 8),  # Alder Lake: VEX-encoded VPDPBUSD on ymm
+    (target_with("cpu-avx512", "avx512vnni"), "vnni", 16),  # Cascade Lake and later Xeons, Zen 4
+    (target_with("cpu-avx2", "avxvnni"), "vnni", 8),  # Alder Lake: VEX-encoded VPDPBUSD on ymm
     ("cpu-avx512", "pmaddwd", 16),  # Skylake-SP: AVX-512BW, no VNNI
     ("cpu-avx2", "pmaddwd", 8),
 ], ids=["host", "avx512vnni", "avxvnni", "avx512bw", "avx2"])
@@ -108,14 +50,14 @@ def test_int8_matmul_by_a_weight_takes_the_targets_instruction(target, rule, lan
     included."""
     if rule is None:
         pytest.skip("this host has neither VNNI nor AVX2")
-    art, run = _build((1, 64, 256), 256, 192, target)
+    art, run = build_int8_matmul((1, 64, 256), 256, 192, target)
     [kernel] = art.kernels
     assert kernel["ops"] == ["nn.matmul", "math.cast", "math.mul"], kernel
     assert kernel["schedule"] == rule and kernel["packed"] == [f"int8-{'vpdpbusd' if rule == 'vnni' else rule}-{lanes}"]
-    asm = _asm(art)
+    asm = assembly(art)
     assert ("vpdpbusd" in asm) == (rule == "vnni") and ("vpmaddwd" in asm) == (rule == "pmaddwd")
     assert "vpmaddubsw" not in asm
-    if _runs_here(target):
+    if target_runs_here(target):
         run()
 
 
@@ -129,12 +71,12 @@ def test_int8_blocks_on_the_host(a_shape, k, n, epilogue, pins):
     (one weight for all), rows that do not fill the last block, fewer rows
     than a block, pinned parameters; the int32 result itself, or the epilogue."""
     rule, lanes = _host_rule()
-    if rule is None or not _runs_here("cpu"):
+    if rule is None or not target_runs_here("cpu"):
         pytest.skip("this host has neither VNNI nor AVX2")
     if n % lanes:
         pytest.skip(f"{n} columns are no whole number of {lanes}-lane vectors")
     schedules = {"k0": {"rule": rule, "params": pins}} if pins else None
-    art, run = _build(a_shape, k, n, _host(), epilogue=epilogue, schedules=schedules)
+    art, run = build_int8_matmul(a_shape, k, n, _host(), epilogue=epilogue, schedules=schedules)
     [kernel] = art.kernels
     assert kernel["schedule"] == rule
     [params] = kernel["schedule_params"].values()
@@ -152,18 +94,18 @@ def test_int8_blocks_on_the_host(a_shape, k, n, epilogue, pins):
 def test_int8_matmuls_the_rules_leave_to_the_generic_schedule(a_shape, k, n, a_dtype):
     """Where the block does not fit the shapes or the types, the generic
     schedule, exact all the same."""
-    art, run = _build(a_shape, k, n, "cpu-avx2", a_dtype)
+    art, run = build_int8_matmul(a_shape, k, n, "cpu-avx2", a_dtype)
     assert [kr["schedule"] for kr in art.kernels] == ["generic"]
-    if _runs_here("cpu-avx2"):
+    if target_runs_here("cpu-avx2"):
         run()
 
 
 def test_one_row_is_padded_to_a_block():
     """A classifier's pooled vector (one row) takes the rule, its row space
     padded to a block of 2, and stays exact."""
-    art, run = _build((1, 64), 64, 64, "cpu-avx2", "ui8")
+    art, run = build_int8_matmul((1, 64), 64, 64, "cpu-avx2", "ui8")
     assert [kr["schedule"] for kr in art.kernels] == ["pmaddwd"]
-    if _runs_here("cpu-avx2"):
+    if target_runs_here("cpu-avx2"):
         run()
 
 
@@ -183,7 +125,7 @@ def test_matmul_integer_from_onnx():
                               [numpy_helper.from_array(w, "w")])
     art = braze_compile(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), target=_host(), level=2)
     a = RNG.integers(0, 256, (1, 64, 256)).astype(np.uint8)
-    if _runs_here("cpu"):
+    if target_runs_here("cpu"):
         np.testing.assert_array_equal(art.run({"a": a})["y"], np.matmul(a.astype(np.int32), w.astype(np.int32)))
     schedules = [kr["schedule"] for kr in art.kernels]
     if rule not in schedules:

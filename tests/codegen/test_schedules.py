@@ -12,8 +12,6 @@ AVX-512 build on an AVX2-only host is built, not run)."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -21,41 +19,7 @@ from onnx import TensorProto, helper
 from braze.compiler import compile as braze_compile
 from onnx_check import float_model as _model
 from onnx_check import run_ort
-
-RNG = np.random.default_rng(7)
-
-#: the target every test here builds for (docs/testing.md, "Forcing an ISA")
-TARGET = os.environ.get("BRAZE_TEST_TARGET", "cpu")
-
-
-def _target():
-    from braze.targets import get_target
-
-    return get_target(TARGET)
-
-
-def _runs_here() -> bool:
-    """Whether this host can run code built for TARGET."""
-    from braze.targets.isa import missing, requirements
-
-    return missing(requirements(_target())) is None
-
-
-def _check(model, level=2, schedules=None, rtol=1e-4, atol=1e-4):
-    feeds = {i.name: RNG.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-             for i in model.graph.input}
-    art = braze_compile(model, target=TARGET, level=level, schedules=schedules)
-    if not _runs_here():  # built (every kernel scheduled and compiled); not runnable on this CPU
-        return art
-    got = art.run(feeds)
-    for name, expected in run_ort(model, feeds).items():
-        np.testing.assert_allclose(got[name], expected, rtol=rtol, atol=atol, err_msg=name)
-    return art
-
-
-def _w(*shape):
-    return (RNG.standard_normal(shape) / np.sqrt(np.prod(shape[1:]) or 1)).astype(np.float32)
-
+from schedule_check import RNG, TARGET, build_target, check_numerics, runs_here, weight
 
 @pytest.mark.parametrize("shape_a,shape_b", [([197, 64], [64, 96]), ([2, 13, 16], [2, 16, 40])])
 def test_gemm_rows_past_the_last_tile_read_a_clamped_row(shape_a, shape_b):
@@ -68,10 +32,10 @@ def test_gemm_rows_past_the_last_tile_read_a_clamped_row(shape_a, shape_b):
     from braze.frontend import import_onnx
     from braze.targets import get_target
 
-    weights = {"w": _w(*shape_b)} if len(shape_b) == 2 else {}
+    weights = {"w": weight(*shape_b)} if len(shape_b) == 2 else {}
     inputs = [("x", shape_a)] + ([] if weights else [("w", shape_b)])
     model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], inputs, ["out"], weights)
-    art = _check(model)
+    art = check_numerics(model)
     assert art.kernels[0]["schedule"] == "gemm"
     module = import_onnx(model)
     pipeline(2).run(module)
@@ -86,8 +50,8 @@ def test_gemm_edges_with_epilogue(m, k, n):
     of two vectors, N a prime (columns padded)."""
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
                     helper.make_node("Relu", ["z"], ["out"])],
-                   [("x", [1, m, k])], ["out"], {"w": _w(k, n), "b": _w(n)})
-    art = _check(model)
+                   [("x", [1, m, k])], ["out"], {"w": weight(k, n), "b": weight(n)})
+    art = check_numerics(model)
     assert art.kernels[0]["schedule"] == "gemm"
 
 
@@ -96,11 +60,11 @@ def test_gemm_unrolls_k_steps_that_divide_it(k, steps):
     """The micro-kernel's loop body holds ``unroll_k`` k steps: 4 where they
     divide k, else 2, else 1; numerics, and a pinned 1."""
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
-                   [("x", [1, 12, k])], ["out"], {"w": _w(k, 32)})
-    art = _check(model)
+                   [("x", [1, 12, k])], ["out"], {"w": weight(k, 32)})
+    art = check_numerics(model)
     assert art.kernels[0]["schedule"] == "gemm"
     assert art.kernels[0]["schedule_params"]["nn.matmul#0"]["unroll_k"] == steps
-    one = _check(model, schedules={"k0": {"rule": "gemm", "params": {"unroll_k": 1}}})
+    one = check_numerics(model, schedules={"k0": {"rule": "gemm", "params": {"unroll_k": 1}}})
     assert one.kernels[0]["schedule_params"]["nn.matmul#0"]["unroll_k"] == 1
 
 
@@ -110,8 +74,8 @@ def test_batched_gemm_by_a_shared_weight(shape, n, order):
     outside, the batches run inside each column panel; with rows outside,
     as they are. Numerics with an epilogue, both orders pinned."""
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["out"])],
-                   [("x", shape)], ["out"], {"w": _w(shape[-1], n)})
-    art = _check(model, schedules={"k0": {"rule": "gemm", "params": {"order": order}}})
+                   [("x", shape)], ["out"], {"w": weight(shape[-1], n)})
+    art = check_numerics(model, schedules={"k0": {"rule": "gemm", "params": {"order": order}}})
     assert art.kernels[0]["schedule_params"]["nn.matmul#0"]["order"] == order
 
 
@@ -120,7 +84,7 @@ def test_batched_gemm_of_two_activations(n):
     model = _model([helper.make_node("MatMul", ["a", "b"], ["y"]), helper.make_node("Softmax", ["y"], ["out"],
                                                                                      axis=-1)],
                    [("a", [2, 3, 17, 16]), ("b", [2, 3, 16, n])], ["out"], {})
-    _check(model)
+    check_numerics(model)
 
 
 @pytest.mark.parametrize("c,k,hw,kernel,stride,pad,rule", [
@@ -138,8 +102,8 @@ def test_conv_edges_with_residual(c, k, hw, kernel, stride, pad, rule):
                                      strides=[stride, stride], pads=[pad] * 4),
                     helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
                    [("x", [1, c, hw, hw]), ("r", [1, k, out, out])], ["out"],
-                   {"w": _w(k, c, kernel, kernel), "b": _w(k)})
-    art = _check(model)
+                   {"w": weight(k, c, kernel, kernel), "b": weight(k)})
+    art = check_numerics(model)
     # whether conv2d has a channel block for K depends on the vector width: ask the rule for this host's
     # (a rule that takes the conv and then fails, falling back to generic, must fail here)
     if rule == "conv2d" and _conv_defaults(model) is None:
@@ -155,9 +119,9 @@ def test_conv2d_rows_outside_pad_their_own_rows(stride, pads, hw):
     images, so that there are rows enough for 8 cores (4 a core)."""
     model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
                                      pads=pads), helper.make_node("Relu", ["y"], ["out"])],
-                   [("x", [2, 8, hw, hw])], ["out"], {"w": _w(32, 8, 3, 3), "b": _w(32)})
-    name = _check(model, schedules=None).kernels[0]["name"]
-    art = _check(model, schedules={name: {"rule": "conv2d", "params": {"order": 2}}})
+                   [("x", [2, 8, hw, hw])], ["out"], {"w": weight(32, 8, 3, 3), "b": weight(32)})
+    name = check_numerics(model, schedules=None).kernels[0]["name"]
+    art = check_numerics(model, schedules={name: {"rule": "conv2d", "params": {"order": 2}}})
     assert art.kernels[0]["schedule"] == "conv2d"
     assert art.kernels[0]["schedule_params"]["nn.conv#0"]["order"] == 2
 
@@ -175,13 +139,13 @@ def test_conv2d_k_blocks_on_small_maps(c, k, hw, kernel):
                                      pads=[kernel // 2] * 4),
                     helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
                    [("x", [1, c, hw, hw]), ("r", [1, k, hw, hw])], ["out"],
-                   {"w": _w(k, c, kernel, kernel), "b": _w(k)})
-    art = _check(model, schedules={"k0": {"rule": "conv2d"}})  # weights larger than the input: order 1
+                   {"w": weight(k, c, kernel, kernel), "b": weight(k)})
+    art = check_numerics(model, schedules={"k0": {"rule": "conv2d"}})  # weights larger than the input: order 1
     params = art.kernels[0]["schedule_params"]["nn.conv#0"]
     assert params["order"] == 1
-    fits = params["tile_k"] * hw * hw * 4 <= _target().l1d_bytes
+    fits = params["tile_k"] * hw * hw * 4 <= build_target().l1d_bytes
     assert params["block_c"] == (divisor_at_most(c, BLOCK_C) if fits else c)
-    pinned = _check(model, schedules={"k0": {"rule": "conv2d", "params": {"order": 1, "block_c": 16}}})
+    pinned = check_numerics(model, schedules={"k0": {"rule": "conv2d", "params": {"order": 1, "block_c": 16}}})
     assert pinned.kernels[0]["schedule_params"]["nn.conv#0"]["block_c"] == 16
 
 
@@ -189,7 +153,7 @@ def _pointwise(c, k, hw, stride=1):
     return _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[1, 1], strides=[stride, stride]),
                    helper.make_node("Add", ["y", "r"], ["z"]), helper.make_node("Relu", ["z"], ["out"])],
                   [("x", [1, c, hw, hw]), ("r", [1, k, hw // stride, hw // stride])], ["out"],
-                  {"w": _w(k, c, 1, 1), "b": _w(k)})
+                  {"w": weight(k, c, 1, 1), "b": weight(k)})
 
 
 @pytest.mark.parametrize("c,hw,stride,packs", [
@@ -205,10 +169,10 @@ def test_pointwise_tasks_pack_their_input_panels(c, hw, stride, packs):
     from braze.codegen.schedules.pointwise import PANEL_MIN_CHANNELS
     from braze.codegen.schedules.machine import lanes
 
-    target = _target()
+    target = build_target()
     tiles = (hw // stride) ** 2 // (2 * lanes(target))
     expected = packs and tiles >= 4 * target.num_cores and c > PANEL_MIN_CHANNELS
-    art = _check(_pointwise(c, 40, hw, stride))
+    art = check_numerics(_pointwise(c, 40, hw, stride))
     assert art.kernels[0]["schedule"] == "pointwise"
     assert art.kernels[0]["schedule_params"]["nn.conv#0"]["panel"] == (2 if expected else 1)
 
@@ -220,10 +184,10 @@ def test_pointwise_panels_pinned_on_padded_tiles():
     from braze.errors import ScheduleError
 
     model = _pointwise(72, 24, 30)
-    name = _check(model).kernels[0]["name"]
+    name = check_numerics(model).kernels[0]["name"]
     for block_n in (1, 2):
         params = {"order": 2, "panel": 2, "block_n": block_n}
-        art = _check(model, schedules={name: {"rule": "pointwise", "params": params}})
+        art = check_numerics(model, schedules={name: {"rule": "pointwise", "params": params}})
         assert art.kernels[0]["schedule_params"]["nn.conv#0"]["panel"] == 2
     with pytest.raises(ScheduleError, match="panel 2 .* goes with order 2"):
         braze_compile(model, target=TARGET, schedules={name: {"rule": "pointwise",
@@ -237,8 +201,8 @@ def test_small_map_1x1_convs_go_where_the_registers_are():
     pointwise keeps it."""
     from braze.codegen.schedules.machine import lanes, registers
 
-    art = _check(_pointwise(128, 64, 14))
-    target = _target()
+    art = check_numerics(_pointwise(128, 64, 14))
+    target = build_target()
     wide = registers(target) >= 32 and lanes(target) == 16
     assert art.kernels[0]["schedule"] == ("conv2d" if wide else "pointwise")
 
@@ -251,7 +215,7 @@ def _conv_defaults(model):
     module = import_onnx(model)
     PassManager.parse("canonicalize").run(module)
     op = next(op for op in module.main.body.ops if op.name == "nn.conv")
-    return conv.conv_defaults(op, None, _target())
+    return conv.conv_defaults(op, None, build_target())
 
 
 @pytest.mark.parametrize("n,c,k,hw,pads,bias,epilogue,tile", [
@@ -273,8 +237,8 @@ def test_winograd_edges(n, c, k, hw, pads, bias, epilogue, tile):
         inputs.append(("r", [n, k, oh, ow]))
     else:
         nodes.append(helper.make_node("Relu" if epilogue == "relu" else "Identity", ["y"], ["out"]))
-    weights = {"w": _w(k, c, 3, 3), **({"b": _w(k)} if bias else {})}
-    art = _check(_model(nodes, inputs, ["out"], weights))
+    weights = {"w": weight(k, c, 3, 3), **({"b": weight(k)} if bias else {})}
+    art = check_numerics(_model(nodes, inputs, ["out"], weights))
     assert art.kernels[0]["schedule"] == "winograd"
     (params,) = art.kernels[0]["schedule_params"].values()
     assert params["tile"] == tile
@@ -285,8 +249,8 @@ def test_winograd_leaves_small_maps_and_thin_convs_to_conv2d(c, k, hw):
     """Few tiles (the transformed weights cost more than the multiplications
     saved) or few channels (the transforms cost more than the GEMM): direct."""
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(k, c, 3, 3)})
-    art = _check(model)
+                   [("x", [1, c, hw, hw])], ["out"], {"w": weight(k, c, 3, 3)})
+    art = check_numerics(model)
     assert art.kernels[0]["schedule"] == "conv2d"
 
 
@@ -304,8 +268,8 @@ def test_winograd_transforms_compute_a_correlation():
 
 def test_pinning_conv2d_over_winograd():
     model = _model([helper.make_node("Conv", ["x", "w"], ["out"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-                   [("x", [1, 32, 28, 28])], ["out"], {"w": _w(32, 32, 3, 3)})
-    default = _check(model)
+                   [("x", [1, 32, 28, 28])], ["out"], {"w": weight(32, 32, 3, 3)})
+    default = check_numerics(model)
     name = default.kernels[0]["name"]
     assert default.kernels[0]["schedule"] == "winograd"
     # the register tile comes from the host's machine model: whole vectors of
@@ -313,12 +277,12 @@ def test_pinning_conv2d_over_winograd():
     from braze.codegen.schedules.machine import accumulators, lanes
 
     params = default.kernels[0]["schedule_params"]["nn.conv#0"]
-    v, nv = lanes(_target()), params["tile_k"] // lanes(_target())
-    assert params["tile_k"] % v == 0 and params["tile_t"] * nv <= accumulators(_target(), nv)
+    v, nv = lanes(build_target()), params["tile_k"] // lanes(build_target())
+    assert params["tile_k"] % v == 0 and params["tile_t"] * nv <= accumulators(build_target(), nv)
     assert default.kernels[0]["packed"] == [f"winograd-f4x3-{params['tile_k']}"]
-    direct = _check(model, schedules={name: {"rule": "conv2d"}})
+    direct = check_numerics(model, schedules={name: {"rule": "conv2d"}})
     assert direct.kernels[0]["schedule"] == "conv2d"
-    narrow = _check(model, schedules={name: {"rule": "winograd", "params": {"tile_k": 16, "tile_t": 1}}})
+    narrow = check_numerics(model, schedules={name: {"rule": "winograd", "params": {"tile_k": 16, "tile_t": 1}}})
     assert narrow.kernels[0]["schedule_params"] != default.kernels[0]["schedule_params"]
 
 
@@ -334,8 +298,8 @@ def test_grouped_conv_edges(c, k, group, hw, kernel, rule):
     model = _model([helper.make_node("Conv", ["x", "w", "b"], ["y"], kernel_shape=[kernel, kernel],
                                      pads=[kernel // 2] * 4, group=group),
                     helper.make_node("Relu", ["y"], ["out"])],
-                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(k, c // group, kernel, kernel), "b": _w(k)})
-    art = _check(model)
+                   [("x", [1, c, hw, hw])], ["out"], {"w": weight(k, c // group, kernel, kernel), "b": weight(k)})
+    art = check_numerics(model)
     assert art.kernels[0]["schedule"] == rule
 
 
@@ -353,7 +317,7 @@ def test_splat_weights_are_packed_like_any_weight(op):
     else:
         nodes.append(helper.make_node("MatMul", ["x", "w"], ["out"]))
         inputs = [("x", [8, 48])]
-    art = _check(_model(nodes, inputs, ["out"], {"shape": np.array(shape, dtype=np.int64)}))
+    art = check_numerics(_model(nodes, inputs, ["out"], {"shape": np.array(shape, dtype=np.int64)}))
     assert art.kernels[0]["schedule"] == ("winograd" if op == "Conv" else "gemm")
     assert art.kernels[0]["packed"]
 
@@ -362,7 +326,7 @@ def _depthwise(c, hw, stride):
     return _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
                                     pads=[1, 1, 1, 1], group=c),
                    helper.make_node("Clip", ["y", "lo", "hi"], ["out"])],
-                  [("x", [1, c, hw, hw])], ["out"], {"w": _w(c, 1, 3, 3), "lo": np.float32(0),
+                  [("x", [1, c, hw, hw])], ["out"], {"w": weight(c, 1, 3, 3), "lo": np.float32(0),
                                                    "hi": np.float32(6)})
 
 
@@ -371,7 +335,7 @@ def _depthwise(c, hw, stride):
 @pytest.mark.parametrize("c,hw,stride", [(8, 12, 1), (6, 11, 2), (4, 70, 1), (8, 12, 2), (4, 40, 2), (8, 32, 1),
                                          (4, 64, 2)])
 def test_depthwise_edges(c, hw, stride):
-    art = _check(_depthwise(c, hw, stride))
+    art = check_numerics(_depthwise(c, hw, stride))
     assert art.kernels[0]["schedule"] == "depthwise"
 
 
@@ -387,7 +351,7 @@ def test_depthwise_stride_two_rows_are_shuffled(hw, shuffles):
     from braze.tools.listing import fused
 
     kernel = find_kernel(partition(fused(_depthwise(4, hw, 2)).main), "k0")
-    func, fallback = build_alone(kernel, _target(), {})
+    func, fallback = build_alone(kernel, build_target(), {})
     assert not fallback
     assert ("T.Shuffle" in func.script()) == shuffles
 
@@ -403,9 +367,9 @@ def test_depthwise_rows_short_of_whole_vectors_run_flat(c, hw, kernel, pads, mul
                                      pads=pads, group=c),
                     helper.make_node("Clip", ["y", "lo", "hi"], ["out"])],
                    [("x", [1, c, hw, hw])], ["out"],
-                   {"w": _w(c * mult, 1, kernel, kernel), "b": _w(c * mult), "lo": np.float32(0),
+                   {"w": weight(c * mult, 1, kernel, kernel), "b": weight(c * mult), "lo": np.float32(0),
                     "hi": np.float32(6)})
-    art = _check(model)
+    art = check_numerics(model)
     params = art.kernels[0]["schedule_params"]["nn.conv#0"]
     assert art.kernels[0]["schedule"] == "depthwise"
     assert params.get("form") == (2 if mult == 1 else None), params
@@ -422,7 +386,7 @@ def test_depthwise_rows_are_vectorized_one_register_at_a_time(hw, stride):
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
 
-    target = _target()
+    target = build_target()
     kernel = find_kernel(partition(fused(_depthwise(4, hw, stride)).main), "k0")
     func, fallback = build_alone(kernel, target, {})
     script = func.script()
@@ -441,7 +405,7 @@ def _lowered(model, kernel_name="k0", pins=None) -> str:
     from braze.tools.isolate import build_alone
     from braze.tools.listing import fused
 
-    target = _target()
+    target = build_target()
     kernel = find_kernel(partition(fused(model).main), kernel_name)
     func, fallback = build_alone(kernel, target, pins or {})
     assert not fallback, fallback
@@ -466,12 +430,12 @@ def test_conv_rows_are_padded_in_vectors(c, k, stride):
     scalar loop (a ``_s`` loop var). Rows enough for 4 tasks a core."""
     import re
 
-    hw = stride * 4 * max(2, _target().num_cores or 1)
+    hw = stride * 4 * max(2, build_target().num_cores or 1)
 
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], strides=[stride, stride],
                                      pads=[1, 1, 1, 1]), helper.make_node("Relu", ["y"], ["out"])],
-                   [("x", [1, c, hw, hw])], ["out"], {"w": _w(k, c, 3, 3)})
-    art = _check(model, schedules={"k0": {"rule": "conv2d", "params": {"order": 2}}})
+                   [("x", [1, c, hw, hw])], ["out"], {"w": weight(k, c, 3, 3)})
+    art = check_numerics(model, schedules={"k0": {"rule": "conv2d", "params": {"order": 2}}})
     assert art.kernels[0]["schedule"] == "conv2d"
     script = _lowered(model, pins={"rule": "conv2d", "params": {"order": 2}})
     assert "conv_pad" in script and "T.Broadcast(T.float32(0.0)" in script  # the fill, in vectors
@@ -484,7 +448,7 @@ def test_softmax_and_reductions_along_each_axis(axis):
                     helper.make_node("ReduceMean", ["x"], ["m"], axes=[axis], keepdims=1),
                     helper.make_node("ReduceMax", ["x"], ["mx"], axes=[axis], keepdims=0)],
                    [("x", [2, 16, 5, 48])], ["s", "m", "mx"], {})
-    _check(model, level=0)
+    check_numerics(model, level=0)
 
 
 def test_elementwise_fast_math_matches():
@@ -494,7 +458,7 @@ def test_elementwise_fast_math_matches():
                     helper.make_node("Add", ["p", "e"], ["out"])],
                    [("x", [3, 67])], ["out"], {})
     art = braze_compile(model, target=TARGET, level=2)
-    if not _runs_here():
+    if not runs_here():
         return
     x = np.concatenate([np.linspace(-40, 40, 197, dtype=np.float32), [np.nan, np.inf, -np.inf, 0.0]]).astype(np.float32).reshape(3, 67)
     got = art.run({"x": x})["out"]
@@ -503,12 +467,12 @@ def test_elementwise_fast_math_matches():
 
 
 def test_pinning_a_rule_and_its_parameters():
-    model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [16, 32])], ["out"], {"w": _w(32, 64)})
-    default = _check(model)
+    model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [16, 32])], ["out"], {"w": weight(32, 64)})
+    default = check_numerics(model)
     name = default.kernels[0]["name"]
-    pinned = _check(model, schedules={name: {"rule": "gemm", "params": {"tile_m": 4, "tile_n": 16}}})
+    pinned = check_numerics(model, schedules={name: {"rule": "gemm", "params": {"tile_m": 4, "tile_n": 16}}})
     assert pinned.kernels[0]["schedule_params"] != default.kernels[0]["schedule_params"]
-    generic = _check(model, schedules={name: {"rule": "generic"}})
+    generic = check_numerics(model, schedules={name: {"rule": "generic"}})
     assert generic.kernels[0]["schedule"] == "generic"
 
 
@@ -525,8 +489,8 @@ def test_rules_follow_the_vector_width_of_the_target(mcpu, bits):
                     helper.make_node("Reshape", ["z", "shape"], ["r"]),
                     helper.make_node("MatMul", ["r", "m"], ["out"])],
                    [("x", [1, 4, 6, 6])], ["out"],
-                   {"w": _w(16, 4, 3, 3), "b": _w(16), "shape": np.array([16, 36], dtype=np.int64),
-                    "m": _w(36, 24)})
+                   {"w": weight(16, 4, 3, 3), "b": weight(16), "shape": np.array([16, 36], dtype=np.int64),
+                    "m": weight(36, 24)})
     feeds = {"x": RNG.standard_normal((1, 4, 6, 6)).astype(np.float32)}
     art = braze_compile(model, level=2, target=target)
     lanes = bits // 32
@@ -544,7 +508,7 @@ def test_winograd_follows_the_vector_width_of_the_target(mcpu, bits):
     target = dataclasses.replace(get_target("cpu"), mcpu=mcpu, mattr=(), vector_bits=bits)
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
                     helper.make_node("Relu", ["y"], ["out"])], [("x", [1, 32, 28, 28])], ["out"],
-                   {"w": _w(40, 32, 3, 3)})
+                   {"w": weight(40, 32, 3, 3)})
     feeds = {"x": RNG.standard_normal((1, 32, 28, 28)).astype(np.float32)}
     art = braze_compile(model, level=2, target=target)
     (params,) = art.kernels[0]["schedule_params"].values()
@@ -561,7 +525,7 @@ def test_softmax_edge_rows_match_onnxruntime():
     x[2, 7] = np.inf
     x[3, :16] = -1e30
     art = braze_compile(model, target=TARGET, level=0)
-    if not _runs_here():
+    if not runs_here():
         return
     np.testing.assert_allclose(art.run({"x": x})["out"], run_ort(model, {"x": x})["out"], rtol=1e-5, atol=1e-6)
 
@@ -603,7 +567,7 @@ def test_bf16_matmul_by_a_weight_multiplies_on_amx_tiles(a_shape, k, n):
 
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
                     helper.make_node("Relu", ["z"], ["out"])],
-                   [("x", list(a_shape))], ["out"], {"w": _w(k, n), "b": RNG.standard_normal(n).astype(np.float32)})
+                   [("x", list(a_shape))], ["out"], {"w": weight(k, n), "b": RNG.standard_normal(n).astype(np.float32)})
     art = braze_compile(model, target=_amx_target(), precision_mode="allow_mix_precision_bf16")
     [kernel] = [kr for kr in art.kernels if "MatMul" in kr["name"]]
     if a_shape[-2] < 8:
@@ -623,7 +587,7 @@ def test_amx_only_where_the_target_has_it_and_the_shapes_fit():
     cases = [("cpu-avx512", 64, "allow_mix_precision_bf16"), (_amx_target(), 64, None),
              (_amx_target(), 48, "allow_mix_precision_bf16")]
     for target, k, mode in cases:
-        model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [32, k])], ["out"], {"w": _w(k, 64)})
+        model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [32, k])], ["out"], {"w": weight(k, 64)})
         art = braze_compile(model, target=target, precision_mode=mode)
         assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == ["gemm"], (target, k, mode)
 
@@ -664,7 +628,7 @@ def test_bf16_matmul_by_a_weight_multiplies_with_dot_products(a_shape, k, n, blo
     from braze.passes.precision import TOLERANCES
     from braze.targets.isa import missing, requirements
 
-    w, b = _w(k, n), RNG.standard_normal(n).astype(np.float32)
+    w, b = weight(k, n), RNG.standard_normal(n).astype(np.float32)
     bare = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", list(a_shape))], ["out"], {"w": w})
     model = _model([helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Add", ["y", "b"], ["z"]),
                     helper.make_node("Relu", ["z"], ["out"])], [("x", list(a_shape))], ["out"], {"w": w, "b": b})
@@ -695,7 +659,7 @@ def test_dpbf16_only_where_the_target_has_it_and_the_shapes_fit():
              (_dpbf16_target(), 64, 64, 1, "allow_mix_precision_bf16", "gemm"),
              (_amx_target(), 64, 64, 32, "allow_mix_precision_bf16", "amx")]
     for target, k, n, m, mode, rule in cases:
-        model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [m, k])], ["out"], {"w": _w(k, n)})
+        model = _model([helper.make_node("MatMul", ["x", "w"], ["out"])], [("x", [m, k])], ["out"], {"w": weight(k, n)})
         art = braze_compile(model, target=target, precision_mode=mode)
         assert [kr["schedule"] for kr in art.kernels if "MatMul" in kr["name"]] == [rule], (target, k, n, m, mode)
 
@@ -719,7 +683,7 @@ def test_bf16_blocked_conv_multiplies_with_dot_products(c, k, hw, kernel, stride
                     helper.make_node("Relu", ["c0"], ["r0"]),
                     helper.make_node("Conv", ["r0", "w", "b"], ["c1"], pads=pads, strides=[stride] * 2, group=group),
                     helper.make_node("Relu", ["c1"], ["out"])],
-                   [("x", [1, 8, hw, hw])], ["out"], {"w0": _w(c, 8, 3, 3), "w": _w(k, c // group, kernel, kernel),
+                   [("x", [1, 8, hw, hw])], ["out"], {"w0": weight(c, 8, 3, 3), "w": weight(k, c // group, kernel, kernel),
                                                       "b": RNG.standard_normal(k).astype(np.float32)})
     art = braze_compile(model, target=_dpbf16_target(), precision_mode="allow_mix_precision_bf16")
     convs = [kr for kr in art.kernels if "nn.conv_blocked" in kr["ops"]]
@@ -752,7 +716,7 @@ def _conv_pads(model, mode, pin) -> dict[str, str]:
     pads = {}
     for kernel in partition(fused(model, precision=precision_options(mode), target=TARGET).main):
         if "nn.conv_blocked" in kernel.op_types:
-            func, fallback = build_alone(kernel, _target(), pin)
+            func, fallback = build_alone(kernel, build_target(), pin)
             assert not fallback, fallback
             pads[kernel.name] = "".join(ln for ln in func.script().splitlines() if "conv_pad = T.sblock_alloc" in ln)
     return pads
@@ -780,14 +744,14 @@ def test_16bit_dense_convs_broadcast_a_float32_copy_of_their_input(mode, low):
                     helper.make_node("Relu", ["c1"], ["r1"]),
                     helper.make_node("Conv", ["r1", "w3"], ["out"], pads=[1] * 4, strides=[2, 2])],
                    [("x", [1, 8, 12, 12])], ["out"],
-                   {"w0": _w(c, 8, 3, 3), "w1": _w(c, c, 1, 1), "w2": _w(c, 1, 3, 3), "w3": _w(c, c, 3, 3)})
+                   {"w0": weight(c, 8, 3, 3), "w1": weight(c, c, 1, 1), "w2": weight(c, 1, 3, 3), "w3": weight(c, c, 3, 3)})
     pads = _conv_pads(model, mode, {"rule": "blocked"})
     assert len(pads) == 4, pads
     # (TVMScript names no dtype for float32; "bfloat16" contains "float16")
     assert [bool(p) and "float16" not in p for p in pads.values()] == [True, False, True, True], pads
     assert all(p == "" or "float16" in p for p in _conv_pads(model, mode, {"rule": "blocked",
                                                                           "params": {"pad": 2}}).values())
-    if not _runs_here():
+    if not runs_here():
         return
     art = braze_compile(model, target=TARGET, precision_mode=mode, schedules={n: {"rule": "blocked"} for n in pads})
     assert {kr["schedule"] for kr in art.kernels if "nn.conv_blocked" in kr["ops"]} == {"blocked"}
@@ -813,7 +777,7 @@ def test_16bit_winograd_takes_4x4_tiles_on_large_maps_only(hw, tile):
 
     model = _model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1] * 4),
                     helper.make_node("Relu", ["c"], ["out"])],
-                   [("x", [1, 32, hw, hw])], ["out"], {"w": _w(32, 32, 3, 3)})
+                   [("x", [1, 32, hw, hw])], ["out"], {"w": weight(32, 32, 3, 3)})
     art = braze_compile(model, target=TARGET, precision_mode="allow_mix_precision")
     (kernel,) = [kr for kr in art.kernels if kr["schedule"] == "winograd"]
     (params,) = kernel["schedule_params"].values()
@@ -824,10 +788,10 @@ def test_16bit_winograd_takes_4x4_tiles_on_large_maps_only(hw, tile):
     from braze.tools.listing import fused
 
     (conv,) = partition(fused(model, precision=precision_options("allow_mix_precision"), target=TARGET).main)
-    build_alone(conv, _target(), {})
+    build_alone(conv, build_target(), {})
     (packing,) = conv.packings.values()
     assert packing.dtype == {4: "f32", 2: None}[tile]  # None: the conv's own dtype, float16
-    if _runs_here():
+    if runs_here():
         x = RNG.standard_normal((1, 32, hw, hw)).astype(np.float32)
         want = run_ort(model, {"x": x})["out"]
         assert np.abs(art.run({"x": x})["out"] - want).max() <= TOLERANCES["f16"] * np.abs(want).max()
@@ -847,12 +811,12 @@ def test_16bit_gemm_widens_a_transposed_a_and_bfloat16_weight_panels(mode, low):
     from braze.passes.precision import TOLERANCES
 
     # enough column panels (of up to 48 columns) for two tasks a core
-    heads, seq, dim, n = 4, 32, 16, 48 * 2 * max(1, _target().num_cores or 1)
+    heads, seq, dim, n = 4, 32, 16, 48 * 2 * max(1, build_target().num_cores or 1)
     model = _model([helper.make_node("Transpose", ["x"], ["t"], perm=[0, 2, 1, 3]),
                     helper.make_node("Reshape", ["t", "shape"], ["a"]),
                     helper.make_node("MatMul", ["a", "w"], ["out"])],
                    [("x", [1, heads, seq, dim])], ["out"],
-                   {"w": _w(heads * dim, n), "shape": np.array([seq, heads * dim], dtype=np.int64)})
+                   {"w": weight(heads * dim, n), "shape": np.array([seq, heads * dim], dtype=np.int64)})
     from braze.codegen.kernel import partition
     from braze.pipeline import precision_options
     from braze.tools.isolate import build_alone
@@ -860,7 +824,7 @@ def test_16bit_gemm_widens_a_transposed_a_and_bfloat16_weight_panels(mode, low):
 
     (kernel,) = [k for k in partition(fused(model, precision=precision_options(mode), target=TARGET).main)
                  if "nn.matmul" in k.op_types]
-    func, fallback = build_alone(kernel, _target(), {"rule": "gemm"})
+    func, fallback = build_alone(kernel, build_target(), {"rule": "gemm"})
     assert not fallback, fallback
     lines = func.script().splitlines()
     assert any('T.sblock("wide_operand' in ln for ln in lines)
@@ -870,7 +834,7 @@ def test_16bit_gemm_widens_a_transposed_a_and_bfloat16_weight_panels(mode, low):
         assert depth["widen"] is not None and depth["widen"] > depth["parallel"], depth
     else:
         assert depth["widen"] is None, depth
-    if not _runs_here():
+    if not runs_here():
         return
     art = braze_compile(model, target=TARGET, precision_mode=mode, schedules={kernel.name: {"rule": "gemm"}})
     x = RNG.standard_normal((1, heads, seq, dim)).astype(np.float32)
@@ -894,8 +858,8 @@ def _inverted_residual(c, e, hw, kernel, stride, act):
                                     strides=[stride] * 2, pads=[kernel // 2] * 4, group=e),
                    helper.make_node("Clip", ["d", "lo", "hi"], ["out"])],
                   [("x", [1, 3, hw, hw])], ["out"],
-                  {"w0": _w(c, 3, 3, 3), "w1": _w(e, c, 1, 1), "b1": _w(e), "w2": _w(e, 1, kernel, kernel),
-                   "b2": _w(e), **lo_hi})
+                  {"w0": weight(c, 3, 3, 3), "w1": weight(e, c, 1, 1), "b1": weight(e), "w2": weight(e, 1, kernel, kernel),
+                   "b2": weight(e), **lo_hi})
 
 
 def _chained(art) -> dict:
@@ -915,15 +879,15 @@ def test_a_pointwise_conv_is_computed_inside_its_depthwise_conv(c, e, hw, kernel
     onnxruntime, for 3x3 and 5x5 kernels, strides 1 and 2, odd maps, ReLU6,
     SiLU or no activation between them."""
     model = _inverted_residual(c, e, hw, kernel, stride, act)
-    art = _check(model)
+    art = check_numerics(model)
     found = _chained(art)
     assert found["schedule"] == "blocked" and found["ops"].count("nn.conv_blocked") == 2
     (chain,) = {p["chain"] for p in found["schedule_params"].values()}
     assert chain > 0, found["schedule_params"]
     name = found["name"].split("_")[0]
-    unchained = _check(model, schedules={name: {"rule": "blocked", "params": {"chain": 0}}})
+    unchained = check_numerics(model, schedules={name: {"rule": "blocked", "params": {"chain": 0}}})
     assert {p["chain"] for p in _chained(unchained)["schedule_params"].values()} == {0}
-    if _runs_here():
+    if runs_here():
         x = RNG.standard_normal((1, 3, hw, hw)).astype(np.float32)
         np.testing.assert_allclose(art.run({"x": x})["out"], unchained.run({"x": x})["out"], rtol=1e-5, atol=1e-5)
     # the task's buffer, inside the parallel loop: at least the rows its output rows read, of one channel
@@ -988,7 +952,7 @@ def test_conv_depthwise_takes_a_pointwise_expansion_only():
     stem = _model([helper.make_node("Conv", ["x", "w0"], ["c0"], pads=[1] * 4),
                    helper.make_node("Relu", ["c0"], ["r0"]),
                    helper.make_node("Conv", ["r0", "w1"], ["out"], pads=[1] * 4, group=16)],
-                  [("x", [1, 3, 12, 12])], ["out"], {"w0": _w(16, 3, 3, 3), "w1": _w(16, 1, 3, 3)})
+                  [("x", [1, 3, 12, 12])], ["out"], {"w0": weight(16, 3, 3, 3), "w1": weight(16, 1, 3, 3)})
     _, report = fuse_only(stem, 2)
     assert "conv_depthwise" not in [g.rule for g in report.groups]
 
@@ -1007,10 +971,10 @@ def test_16bit_pointwise_convs_are_chained_where_blocked_takes_them(mode, low):
     model = _inverted_residual(16, 48, 16, 3, 2, "relu6")
     art = braze_compile(model, target=TARGET, precision_mode=mode)
     found = _chained(art)
-    dot_products = low == "bf16" and "avx512bf16" in requirements(_target())["features"]
+    dot_products = low == "bf16" and "avx512bf16" in requirements(build_target())["features"]
     chains = {p.get("chain", 0) for p in found["schedule_params"].values()}
     assert (chains == {0}) if dot_products else (len(chains) == 1 and chains.pop() > 0), found
-    if not _runs_here():
+    if not runs_here():
         return
     name = found["name"].split("_")[0]
     unchained = braze_compile(model, target=TARGET, precision_mode=mode,
@@ -1033,7 +997,7 @@ def test_a_chain_that_fails_leaves_the_convs_one_after_the_other(monkeypatch):
 
     monkeypatch.setattr(chain, "chain_apply", broken)
     with pytest.warns(ScheduleWarning, match="could not chain its convs .*no chain today"):
-        art = _check(_inverted_residual(8, 24, 12, 3, 2, "relu6"))
+        art = check_numerics(_inverted_residual(8, 24, 12, 3, 2, "relu6"))
     found = _chained(art)
     assert found["schedule"] == "blocked"
     assert {p["chain"] for p in found["schedule_params"].values()} == {0}

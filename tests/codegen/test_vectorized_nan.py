@@ -12,7 +12,8 @@ from onnx import helper
 from tvm import s_tir, te, tirx
 
 from braze.codegen.lowerings import fast
-from test_schedules import _check, _model, _w
+from onnx_check import float_model as _model
+from schedule_check import check_numerics, weight
 
 SPECIALS = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, -np.nan, 1e-40, 65504.0]
 
@@ -65,9 +66,9 @@ def test_gelu_epilogue_keeps_nan():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Div", ["y", "s"], ["d"]),
              helper.make_node("Erf", ["d"], ["e"]), helper.make_node("Add", ["e", "one"], ["a"]),
              helper.make_node("Mul", ["y", "a"], ["p"]), helper.make_node("Mul", ["p", "half"], ["out"])]
-    model = _model(nodes, [("x", [6, 16])], ["out"], {"w": _w(16, 32), "s": np.float32(1.4142135),
+    model = _model(nodes, [("x", [6, 16])], ["out"], {"w": weight(16, 32), "s": np.float32(1.4142135),
                                                       "one": np.float32(1), "half": np.float32(0.5)})
-    art = _check(model)
+    art = check_numerics(model)
     x = np.ones((6, 16), np.float32)
     x[2, 3] = np.nan
     got = art.run({"x": x})["out"]

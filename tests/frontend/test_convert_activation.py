@@ -5,8 +5,7 @@ import pytest
 
 from braze.errors import DynamicShapeError
 from braze.frontend import import_onnx
-from onnx_check import check_against_ort, parse
-from test_convert_math import model
+from onnx_check import check_against_ort, model, parse
 
 
 def normal(*shape, scale=3.0):

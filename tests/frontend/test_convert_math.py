@@ -6,11 +6,7 @@ import pytest
 
 from braze.frontend import import_onnx
 from braze.ir.interpret import interpret
-from onnx_check import check_against_ort, parse
-
-
-def model(signature: str, body: str, opset: int = 17) -> str:
-    return f'<ir_version: 10, opset_import: ["" : {opset}]> g {signature} {{ {body} }}'
+from onnx_check import check_against_ort, model, parse
 
 
 def ints(*shape, low=-9, high=10, dtype=np.int32, nonzero=False, seed=0):

@@ -6,8 +6,9 @@ test_conformance.py."""
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from onnx_check import check_against_ort, parse, run_ort
+from quant_models import dynamic_step, float_graph, mlp_block, quantized_static, random_images, small_cnn
 
 import braze
 from braze.errors import OnnxImportError
@@ -16,70 +17,6 @@ from braze.ir.interpret import interpret
 
 
 # --- models quantized by onnxruntime, compiled -----------------------------------------------------
-def _cnn() -> onnx.ModelProto:
-    """conv-relu, conv + residual add, relu, global average pool, gemm."""
-    rng = np.random.default_rng(0)
-    w = {"w1": rng.standard_normal((8, 3, 3, 3)) * 0.3, "b1": rng.standard_normal(8) * 0.1,
-         "w2": rng.standard_normal((8, 8, 3, 3)) * 0.2, "b2": rng.standard_normal(8) * 0.1,
-         "wf": rng.standard_normal((4, 8)) * 0.5, "bf": rng.standard_normal(4) * 0.1}
-    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["c2", "r1"], ["s"]),
-             helper.make_node("Relu", ["s"], ["r2"]),
-             helper.make_node("GlobalAveragePool", ["r2"], ["p"]),
-             helper.make_node("Flatten", ["p"], ["f"]),
-             helper.make_node("Gemm", ["f", "wf", "bf"], ["y"], transB=1)]
-    return _model(nodes, "x", [1, 3, 8, 8], [1, 4], w)
-
-
-def _mlp_block() -> onnx.ModelProto:
-    """A transformer-ish feed-forward block: x + relu(x @ W1 + b1) @ W2."""
-    rng = np.random.default_rng(1)
-    w = {"w1": rng.standard_normal((16, 32)) * 0.3, "b1": rng.standard_normal(32) * 0.1,
-         "w2": rng.standard_normal((32, 16)) * 0.3}
-    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"]), helper.make_node("Add", ["h", "b1"], ["hb"]),
-             helper.make_node("Relu", ["hb"], ["a"]), helper.make_node("MatMul", ["a", "w2"], ["o"]),
-             helper.make_node("Add", ["o", "x"], ["y"])]
-    return _model(nodes, "x", [1, 4, 16], [1, 4, 16], w)
-
-
-def _model(nodes, x: str, x_shape, y_shape, weights) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(x, TensorProto.FLOAT, x_shape)],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, y_shape)],
-                              [numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def _inputs(shape, n: int, seed: int) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(shape).astype(np.float32) for _ in range(n)]
-
-
-def _quantized_static(model: onnx.ModelProto, folder, name: str, **options):
-    """``model`` quantized by quantize_static (per channel), calibrated on 4 random images: its path."""
-    from onnxruntime.quantization import CalibrationDataReader, quantize_static
-
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.feeds = iter({"x": x} for x in _inputs((1, 3, 8, 8), 4, seed=2))
-
-        def get_next(self):
-            return next(self.feeds, None)
-
-    onnx.save(model, folder / "float.onnx")
-    quantize_static(folder / "float.onnx", folder / name, Reader(), per_channel=True, **options)
-    return folder / name
-
-
-@pytest.fixture(scope="module")
-def static_cnn(tmp_path_factory):
-    """The CNN quantized by quantize_static: QDQ, int8 weights per channel."""
-    from onnxruntime.quantization import QuantFormat
-
-    return _quantized_static(_cnn(), tmp_path_factory.mktemp("quant"), "qdq.onnx", quant_format=QuantFormat.QDQ)
-
-
 @pytest.fixture(scope="module")
 def qoperator_cnn(tmp_path_factory):
     """Two convs quantized by quantize_static in the QOperator format:
@@ -93,7 +30,7 @@ def qoperator_cnn(tmp_path_factory):
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
              helper.make_node("Conv", ["r1", "w2"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
-    return _quantized_static(_model(nodes, "x", [1, 3, 8, 8], [1, 16, 4, 4], w), tmp_path_factory.mktemp("quant"),
+    return quantized_static(float_graph(nodes, "x", [1, 3, 8, 8], [1, 16, 4, 4], w), tmp_path_factory.mktemp("quant"),
                              "qop.onnx", quant_format=QuantFormat.QOperator, activation_type=QuantType.QUInt8,
                              weight_type=QuantType.QInt8)
 
@@ -104,7 +41,7 @@ def dynamic_block(tmp_path_factory):
     from onnxruntime.quantization import quantize_dynamic
 
     tmp = tmp_path_factory.mktemp("quant")
-    onnx.save(_mlp_block(), tmp / "float.onnx")
+    onnx.save(mlp_block(), tmp / "float.onnx")
     quantize_dynamic(tmp / "float.onnx", tmp / "dynamic.onnx")
     return tmp / "dynamic.onnx"
 
@@ -123,7 +60,7 @@ def test_static_qdq_cnn_within_one_step_of_onnxruntime(static_cnn, level):
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in model.graph.node}
     compiled = braze.compile(static_cnn, level=level)
     step = _output_step(model)
-    for x in _inputs((1, 3, 8, 8), 2, seed=3):
+    for x in random_images((1, 3, 8, 8), 2, seed=3):
         ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
         np.testing.assert_allclose(ours, ref, rtol=0, atol=step * 1.001)
 
@@ -138,19 +75,9 @@ def test_qoperator_cnn_runs_int8_convs_within_one_step_of_onnxruntime(qoperator_
     convs = [op for op in module.main.walk() if op.name == "nn.conv"]
     assert convs and all(op.operands[0].type.dtype == "ui8" for op in convs)
     step = _output_step(model)
-    for x in _inputs((1, 3, 8, 8), 2, seed=3):
+    for x in random_images((1, 3, 8, 8), 2, seed=3):
         ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
         np.testing.assert_allclose(ours, ref, rtol=0, atol=step * 1.001)
-
-
-def _dynamic_step(model: onnx.ModelProto, x: np.ndarray) -> float:
-    """One step of the last integer product in float: the a_scale * b_scale
-    that the last Mul applies to it (computed from x at run time)."""
-    from onnx.reference import ReferenceEvaluator
-
-    last = [n for n in model.graph.node if n.op_type == "Mul"][-1]
-    assert "scale" in last.input[1]
-    return float(ReferenceEvaluator(model).run([last.input[1]], {"x": x})[0].max())
 
 
 @pytest.mark.parametrize("level", [0, 2])
@@ -158,9 +85,9 @@ def test_dynamic_matmul_block_within_one_step_of_onnxruntime(dynamic_block, leve
     model = onnx.load(dynamic_block)
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {n.op_type for n in model.graph.node}
     compiled = braze.compile(dynamic_block, level=level)
-    for x in _inputs((1, 4, 16), 2, seed=4):
+    for x in random_images((1, 4, 16), 2, seed=4):
         ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
-        np.testing.assert_allclose(ours, ref, rtol=0, atol=_dynamic_step(model, x))
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=dynamic_step(model, x))
 
 
 # --- import forms, through the reference interpreter ---------------------------------------------------
@@ -255,15 +182,15 @@ def test_int4_quantize_is_refused_naming_the_type(text):
 def test_braze_quantize_writes_a_qdq_model_braze_runs(tmp_path, capsys):
     from braze.cli import main
 
-    onnx.save(_cnn(), tmp_path / "float.onnx")
-    np.savez(tmp_path / "calib.npz", x=np.concatenate(_inputs((1, 3, 8, 8), 4, seed=3)))  # 4 samples of batch 1
+    onnx.save(small_cnn(), tmp_path / "float.onnx")
+    np.savez(tmp_path / "calib.npz", x=np.concatenate(random_images((1, 3, 8, 8), 4, seed=3)))  # 4 samples of batch 1
     out = tmp_path / "int8.onnx"
     assert main(["quantize", str(tmp_path / "float.onnx"), "--calibration", str(tmp_path / "calib.npz"),
                  "-o", str(out)]) == 0
     assert "per-channel" in capsys.readouterr().out
     model = onnx.load(out)
     assert {"QuantizeLinear", "DequantizeLinear"} <= {n.op_type for n in model.graph.node}
-    x = _inputs((1, 3, 8, 8), 1, seed=4)[0]
+    x = random_images((1, 3, 8, 8), 1, seed=4)[0]
     ref = run_ort(model, {"x": x})["y"]
     got = braze.compile(str(out), level=2).run({"x": x})["y"]
     assert np.abs(got - ref).max() <= _output_step(model) + 1e-6
@@ -272,7 +199,7 @@ def test_braze_quantize_writes_a_qdq_model_braze_runs(tmp_path, capsys):
 def test_braze_quantize_names_missing_calibration_inputs(tmp_path, capsys):
     from braze.cli import main
 
-    onnx.save(_cnn(), tmp_path / "float.onnx")
+    onnx.save(small_cnn(), tmp_path / "float.onnx")
     np.savez(tmp_path / "calib.npz", image=np.zeros((2, 3, 8, 8), np.float32))
     assert main(["quantize", str(tmp_path / "float.onnx"), "--calibration", str(tmp_path / "calib.npz"),
                  "-o", str(tmp_path / "int8.onnx")]) == 1

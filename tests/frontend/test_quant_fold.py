@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx_check import run_ort
-from test_convert_quant import _dynamic_step, _inputs, static_cnn  # noqa: F401  (a fixture)
+from quant_models import dynamic_step, random_images
 
 import braze
 from braze.frontend import import_onnx
@@ -80,7 +80,7 @@ def test_what_is_kept_in_float_says_why(weight, zero, reason):
     assert np.abs(ours - ref).max() <= 1
 
 
-def test_explain_lists_folded_and_kept_products(static_cnn):  # noqa: F811
+def test_explain_lists_folded_and_kept_products(static_cnn):
     module = import_onnx(onnx.load(static_cnn))
     PassManager.parse("fold-quant,canonicalize").run(module)
     report = explain(module, level=2)
@@ -100,7 +100,7 @@ def _with_integer_output(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def test_integer_outputs_equal_onnxruntime_but_for_rounding_ties(static_cnn):  # noqa: F811
+def test_integer_outputs_equal_onnxruntime_but_for_rounding_ties(static_cnn):
     """The 8-bit logits before the last dequantize: equal to onnxruntime's
     or one apart (a tie of the requantize's rounding, computed in float by
     both); the count of those is small."""
@@ -108,18 +108,18 @@ def test_integer_outputs_equal_onnxruntime_but_for_rounding_ties(static_cnn):  #
     name = model.graph.output[1].name
     compiled = braze.compile(model, level=2)
     differ = total = 0
-    for x in _inputs((1, 3, 8, 8), 20, seed=7):
+    for x in random_images((1, 3, 8, 8), 20, seed=7):
         ours, ref = compiled.run({"x": x})[name].astype(int), run_ort(model, {"x": x})[name].astype(int)
         assert np.abs(ours - ref).max() <= 1
         differ, total = differ + np.count_nonzero(ours != ref), total + ref.size
     assert differ <= total // 20, f"{differ} of {total} integer outputs differ by one"
 
 
-def test_int8_cnn_keeps_onnxruntime_top1_on_100_inputs(static_cnn):  # noqa: F811
+def test_int8_cnn_keeps_onnxruntime_top1_on_100_inputs(static_cnn):
     model = onnx.load(static_cnn)
     compiled = braze.compile(model, level=2)
     agree = sum(int(np.argmax(compiled.run({"x": x})["y"]) == np.argmax(run_ort(model, {"x": x})["y"]))
-                for x in _inputs((1, 3, 8, 8), 100, seed=8))
+                for x in random_images((1, 3, 8, 8), 100, seed=8))
     assert agree == 100
 
 
@@ -178,12 +178,12 @@ def test_dynamically_quantized_transformer_layer_matches_onnxruntime(tmp_path):
                 if op.name == "nn.matmul" and op.operands[0].type.dtype == "ui8"]
     assert len(products) == 6 and all(op.operands[1].type.dtype == "i8" for op in products)
     compiled = braze.compile(model, level=2)
-    for x in _inputs((1, 8, 32), 3, seed=10):
+    for x in random_images((1, 8, 32), 3, seed=10):
         ours, ref = compiled.run({"x": x})["y"], run_ort(model, {"x": x})["y"]
-        np.testing.assert_allclose(ours, ref, rtol=0, atol=_dynamic_step(model, x))
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=dynamic_step(model, x))
 
 
-def test_convs_stay_float_where_the_cpu_has_no_vnni(static_cnn):  # noqa: F811
+def test_convs_stay_float_where_the_cpu_has_no_vnni(static_cnn):
     """On an AVX2 target (no VNNI) the pipeline folds matmuls, not convs,
     and the convs record why; on a non-CPU target nothing is folded."""
     from braze.pipeline import pipeline

@@ -16,24 +16,10 @@ from braze.ir.interpret import interpret
 from braze.passes import PassManager
 from braze.passes.fusion import REASONS, FusionOptions, PatternRule, explain, fuse_module, load_rules, parse_rules
 from braze.passes.fusion.graph import Graph
+from cases import MLP
 from models import DATA, TINY, tiny
 
 ATTENTION = {"name": "self_attention", "ops": ["MatMul", "Add", "Softmax", "IsNaN", "Where", "MatMul"]}
-
-# Two layers of matmul + bias + activation, with ONNX node names.
-MLP = """
-func.func @main(%x: tensor<2x4xf32>) -> (tensor<2x4xf32> {name = "y"}) {
-  %w = "const"() {value = dense<0.25>} : () -> tensor<4x4xf32>
-  %b = "const"() {value = dense<0.5>} : () -> tensor<4xf32>
-  %0 = "nn.matmul"(%x, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("fc0" : "MatMul")
-  %1 = "math.add"(%0, %b) : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> loc("bias0" : "Add")
-  %2 = "math.relu"(%1) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("act0" : "Relu")
-  %3 = "nn.matmul"(%2, %w) : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32> loc("fc1" : "MatMul")
-  %4 = "math.add"(%3, %b) : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32> loc("bias1" : "Add")
-  %5 = "math.tanh"(%4) : (tensor<2x4xf32>) -> tensor<2x4xf32> loc("act1" : "Tanh")
-  "func.return"(%5) : (tensor<2x4xf32>) -> ()
-}
-"""
 
 # A diamond: a -> t -> c and a -> c. Fusing a and c alone would leave the
 # transpose t both after and before the group.

@@ -19,7 +19,7 @@ from braze.passes import PassManager
 from braze.passes.fusion import fuse_module
 from braze.passes.fusion.draw import rule_colour, to_dot, to_html
 from models import tiny
-from test_fusion import MLP as FUSION_MLP
+from cases import MLP as FUSION_MLP
 
 MODELS = ["bert-tiny", "mobilenetv2-tiny"]
 NOT_NODES = ("const", "fuse.group", "fuse.yield", "func.return")

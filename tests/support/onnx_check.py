@@ -11,6 +11,11 @@ from braze.frontend import import_onnx
 from braze.ir.interpret import interpret
 
 
+def model(signature: str, body: str, opset: int = 17) -> str:
+    """A one-graph model in ONNX text: ``model("(float[2] a) => (float[2] y)", "y = Relu(a)")``."""
+    return f'<ir_version: 10, opset_import: ["" : {opset}]> g {signature} {{ {body} }}'
+
+
 def parse(text: str) -> onnx.ModelProto:
     return onnx.parser.parse_model(text)
 

@@ -65,6 +65,10 @@ def versions() -> dict:
             found[name] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             found[name] = None
+    if found["braze"] is None:  # a checkout run without installing it
+        from braze.version import __version__
+
+        found["braze"] = __version__
     return found
 
 

@@ -26,6 +26,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "braze" / "data"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import results_io  # noqa: E402
 SHARED_TINY = Path("/work/shared/models/tiny")  # optional: more tiny models, when present
 CACHE_MODELS = ("mobilenetv2", "yolov8n")       # the full-size models taken from the model cache
 
@@ -131,30 +133,12 @@ def tool_version(cmd: list[str], pattern: str) -> str | None:
 
 
 def versions() -> dict:
-    import importlib.metadata as md
-
-    found = {}
-    for key, dist in (("braze", "braze"), ("tvm", "apache-tvm"), ("onnxruntime", "onnxruntime"), ("onnx", "onnx")):
-        try:
-            found[key] = md.version(dist)
-        except md.PackageNotFoundError:
-            found[key] = None
-    if found["braze"] is None:
-        from braze.version import __version__
-
-        found["braze"] = __version__
+    """The results files' versions (benchmarks/results_io.py), with nvcc's."""
     from braze.codegen.gpu import nvcc_path
 
+    found = results_io.versions()
     found["nvcc"] = tool_version([nvcc_path() or "nvcc", "--version"], r"release ([0-9.]+)")
     return found
-
-
-def commit() -> str | None:
-    def git(*args):
-        return subprocess.run(["git", *args], capture_output=True, text=True, cwd=ROOT).stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD")
-    return head + ("+uncommitted" if git("status", "--porcelain", "--untracked-files=no") else "") if head else None
 
 
 def write_manifest(out: Path, cases: list[dict], left_out: list[dict], target: str, cudart: str | None) -> dict:
@@ -173,7 +157,7 @@ def write_manifest(out: Path, cases: list[dict], left_out: list[dict], target: s
                           "sha256": hashlib.sha256(p.read_bytes()).hexdigest()[:16]})
     doc = {"format": "braze-gpu-check/1", "what": "CUDA artifacts, inputs and CPU references for "
            "benchmarks/gpu_check/run.sh (docs/targets.md, 'Running on a GPU')",
-           "target": target, "commit": commit(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+           "target": target, "commit": results_io.commit(), "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
                timespec="seconds"), "prepared_on": describe_host(), "versions": found,
            "cases": cases, "left_out": left_out, "files": files,
            "bytes": sum(f["bytes"] for f in files)}
